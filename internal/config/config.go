@@ -1,0 +1,136 @@
+// Package config loads wsched.toml: strict decoding (unknown keys and bad
+// values are errors that name the key and line), built-in defaults, and the
+// WSCHED_* environment overrides. The annotated default file is wsched.toml
+// at the repository root; TestDefaultFileMatchesDefaults keeps the two equal.
+package config
+
+import (
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/device"
+)
+
+// Config is the whole configuration. Each field is one TOML section.
+type Config struct {
+	Daemon    Daemon    `toml:"daemon"`
+	Inventory Inventory `toml:"inventory"`
+	Placement Placement `toml:"placement"`
+	Leases    Leases    `toml:"leases"`
+	Estimator Estimator `toml:"estimator"`
+	Backends  Backends  `toml:"backends"`
+
+	// Source is the file the config was read from ("" for built-in defaults).
+	Source string `toml:"-"`
+	// Device is the device pin from WSCHED_DEVICE / SENSEVOICE_DEVICE (Auto
+	// when neither is set); DeviceVar names the variable that set it.
+	Device    device.Spec `toml:"-"`
+	DeviceVar string      `toml:"-"`
+}
+
+// Daemon is the [daemon] section.
+type Daemon struct {
+	// Socket is the Unix socket path; "" resolves to /run/wsched/wsched.sock
+	// for root and $XDG_RUNTIME_DIR/wsched.sock otherwise.
+	Socket string `toml:"socket"`
+	// SocketMode is the socket file's permission bits, octal ("0660").
+	SocketMode FileMode `toml:"socket_mode"`
+	// SocketGroup owns the socket file when that group exists.
+	SocketGroup string `toml:"socket_group"`
+	// StateDir holds the daemon's database; "" resolves to /var/lib/wsched
+	// for root and $XDG_STATE_HOME/wsched (~/.local/state/wsched) otherwise.
+	StateDir string `toml:"state_dir"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel LogLevel `toml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat LogFormat `toml:"log_format"`
+}
+
+// Inventory is the [inventory] section.
+type Inventory struct {
+	// Provider is auto, nvml, sim or none.
+	Provider Provider `toml:"provider"`
+	// MaxAge is how old a snapshot may be before a placement decision
+	// refreshes it.
+	MaxAge units.Duration `toml:"max_age"`
+	// NVMLLibrary overrides the path of libnvidia-ml.so.1 ("" = default search).
+	NVMLLibrary string `toml:"nvml_library"`
+	// Sim declares the simulated GPUs for provider "sim".
+	Sim []SimGPU `toml:"sim"`
+}
+
+// SimGPU is one [[inventory.sim]] entry.
+type SimGPU struct {
+	Name        string       `toml:"name"`
+	UUID        string       `toml:"uuid"`
+	Memory      units.Bytes  `toml:"memory"`
+	Used        *units.Bytes `toml:"used"`
+	Temperature int          `toml:"temperature"`
+	Utilization int          `toml:"utilization"`
+	Processes   []SimProcess `toml:"process"`
+	MIG         bool         `toml:"mig"`
+}
+
+// SimProcess is a foreign compute process on a simulated GPU.
+type SimProcess struct {
+	PID  int         `toml:"pid"`
+	Name string      `toml:"name"`
+	Used units.Bytes `toml:"used"`
+}
+
+// Placement is the [placement] section.
+type Placement struct {
+	// Policy is spread, binpack or score.
+	Policy Policy `toml:"policy"`
+	// SafetyFactor scales (total − reserved) into usable memory, in (0, 1].
+	SafetyFactor Fraction `toml:"safety_factor"`
+	// Reserved is held back on every GPU unless ReservedPerGPU says otherwise.
+	Reserved units.Bytes `toml:"reserved"`
+	// ReservedPerGPU overrides Reserved by GPU index ("0") or UUID.
+	ReservedPerGPU map[string]units.Bytes `toml:"reserved_per_gpu"`
+	// MinFreeWarn warns when a GPU's available memory falls below it.
+	MinFreeWarn units.Bytes `toml:"min_free_warn"`
+	// Score holds the weights of the score policy.
+	Score ScoreWeights `toml:"score"`
+}
+
+// ScoreWeights is the [placement.score] section: the seed's weighted score.
+type ScoreWeights struct {
+	Memory      Fraction `toml:"memory"`
+	Utilization Fraction `toml:"utilization"`
+	Temperature Fraction `toml:"temperature"`
+	Priority    Fraction `toml:"priority"`
+	// TemperatureLimit is the temperature (°C) at which headroom reaches 0.
+	TemperatureLimit int `toml:"temperature_limit"`
+}
+
+// Leases is the [leases] section.
+type Leases struct {
+	// DefaultTTL applies when a request names no ttl.
+	DefaultTTL units.Duration `toml:"default_ttl"`
+	// MaxTTL caps requested TTLs.
+	MaxTTL units.Duration `toml:"max_ttl"`
+	// MaxWait caps how long a request may wait in the queue.
+	MaxWait units.Duration `toml:"max_wait"`
+	// BackfillWindow is how long the queue head may be passed by smaller
+	// requests before memory is held for it.
+	BackfillWindow units.Duration `toml:"backfill_window"`
+	// Aging raises a waiter's effective priority by one class per interval.
+	Aging units.Duration `toml:"aging"`
+	// MaxQueue bounds the number of waiting requests.
+	MaxQueue int `toml:"max_queue"`
+	// OverrunTolerance is the fraction a holder may exceed its lease by.
+	OverrunTolerance Fraction `toml:"overrun_tolerance"`
+	// Overrun is warn or kill.
+	Overrun OverrunAction `toml:"overrun"`
+}
+
+// Estimator is the [estimator] section.
+type Estimator struct {
+	// CUDAContext is the per-process CUDA context before any learning.
+	CUDAContext units.Bytes `toml:"cuda_context"`
+}
+
+// Backends is the [backends] section.
+type Backends struct {
+	// PluginDir holds drop-in backends named wsched-backend-NAME.
+	PluginDir string `toml:"plugin_dir"`
+}

@@ -1,0 +1,184 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/device"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func uid(n int) *int { return &n }
+
+func TestDefaultFileMatchesDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../wsched.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(data, "wsched.toml")
+	if err != nil {
+		t.Fatalf("the annotated default wsched.toml does not parse: %v", err)
+	}
+	got.Source = ""
+	if want := Defaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("wsched.toml differs from Defaults():\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestDefaultFileHasEveryKey keeps the annotated file complete: every key
+// of Config appears in it, set or (for the sim examples) commented.
+func TestDefaultFileHasEveryKey(t *testing.T) {
+	data, err := os.ReadFile("../../wsched.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, k := range knownKeys(reflect.TypeOf(Config{}), nil) {
+		leaf := k[strings.LastIndexByte(k, '.')+1:]
+		if !strings.Contains(text, leaf+" = ") && !strings.Contains(text, "["+k+"]") && !strings.Contains(text, "[["+k+"]]") {
+			t.Errorf("key %s is not documented in wsched.toml", k)
+		}
+	}
+}
+
+func TestStrictErrors(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+		err              error
+	}{
+		{"unknown key", "[placement]\npolcy = \"spread\"\n",
+			`t.toml:2: placement.polcy: unknown key (did you mean "placement.policy"?)`, ErrUnknownKey},
+		{"unknown section", "[daemon]\nsocket = \"/tmp/x.sock\"\n\n[gpu]\nx = 1\n",
+			`t.toml:4: gpu: unknown key`, ErrUnknownKey},
+		{"bad size", "[placement]\nreserved = \"2 gigs\"\n",
+			`t.toml:2: placement.reserved: "2 gigs": unknown unit "gigs" (one of B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)`, ErrBadValue},
+		{"size without unit", "[estimator]\ncuda_context = \"400\"\n",
+			`t.toml:2: estimator.cuda_context: "400": missing unit (one of B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)`, ErrBadValue},
+		{"bad duration", "[inventory]\nmax_age = \"5\"\n",
+			`t.toml:2: inventory.max_age: "5": bad number: want a Go duration such as "500ms", "30s", "5m"`, ErrBadValue},
+		{"bad enum", "[placement]\n\npolicy = \"random\"\n",
+			`t.toml:3: placement.policy: "random" is not allowed: want one of spread, binpack, score`, ErrBadValue},
+		{"bad fraction", "[placement]\nsafety_factor = 1.5\n",
+			`t.toml:2: placement.safety_factor: 1.5 is not allowed: want a number from 0 to 1`, ErrBadValue},
+		{"wrong type", "[leases]\nmax_queue = \"many\"\n",
+			`t.toml:2: leases.max_queue: incompatible types: TOML value has type string; destination has type integer`, ErrBadValue},
+		{"validation", "[leases]\nmax_queue = 0\n",
+			`t.toml:2: leases.max_queue: 0 is not allowed: want 1 to 1000000`, ErrBadValue},
+		{"sim used above memory", "[inventory]\nprovider = \"sim\"\n[[inventory.sim]]\nmemory = \"8GiB\"\n[[inventory.sim]]\nmemory = \"8GiB\"\nused = \"9GiB\"\n",
+			`t.toml:7: inventory.sim.used: 9GiB is more than memory (8GiB)`, ErrBadValue},
+		{"sim without gpus", "[inventory]\nprovider = \"sim\"\n",
+			`t.toml:2: inventory.provider: "sim" needs at least one [[inventory.sim]] GPU`, ErrBadValue},
+		{"reserved key", "[placement.reserved_per_gpu]\n\"cuda:0\" = \"1GiB\"\n",
+			`t.toml:1: placement.reserved_per_gpu: key "cuda:0" is not allowed: want a GPU index ("0") or UUID`, ErrBadValue},
+		{"syntax", "[daemon\n", "", ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.toml), "t.toml")
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("error = %v, want %v", err, tt.err)
+			}
+			if tt.want != "" && err.Error() != tt.want {
+				t.Errorf("message\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadDeviceEnv(t *testing.T) {
+	_, err := Load(Options{LookupEnv: env(map[string]string{"SENSEVOICE_DEVICE": "gpu1"}), UID: uid(0), Path: writeFile(t, "")})
+	want := `SENSEVOICE_DEVICE: invalid device "gpu1": want one of auto, cuda, cuda:N, GPU-<uuid>, cpu`
+	if !errors.Is(err, ErrBadValue) || err.Error() != want {
+		t.Errorf("error = %v\nwant %s", err, want)
+	}
+}
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "wsched.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadEnvOverrides(t *testing.T) {
+	path := writeFile(t, "[daemon]\nsocket = \"/srv/a.sock\"\n")
+	cfg, err := Load(Options{
+		LookupEnv: env(map[string]string{"WSCHED_CONFIG": path, "WSCHED_SOCKET": "/tmp/b.sock", "WSCHED_STATE_DIR": "/tmp/state", "WSCHED_DEVICE": "cuda:3"}),
+		UID:       uid(1000),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Source != path || cfg.Daemon.Socket != "/tmp/b.sock" || cfg.Daemon.StateDir != "/tmp/state" {
+		t.Errorf("overrides not applied: %+v", cfg.Daemon)
+	}
+	if cfg.Device != (device.Spec{Kind: device.Index, Index: 3}) || cfg.DeviceVar != "WSCHED_DEVICE" {
+		t.Errorf("device = %v from %q", cfg.Device, cfg.DeviceVar)
+	}
+}
+
+func TestLoadPathDefaults(t *testing.T) {
+	path := writeFile(t, "")
+	root, err := Load(Options{Path: path, LookupEnv: env(nil), UID: uid(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.Daemon.Socket != "/run/wsched/wsched.sock" || root.Daemon.StateDir != "/var/lib/wsched" {
+		t.Errorf("root defaults: %+v", root.Daemon)
+	}
+	user, err := Load(Options{Path: path, LookupEnv: env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "HOME": "/home/u"}), UID: uid(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user.Daemon.Socket != "/run/user/1000/wsched.sock" || user.Daemon.StateDir != "/home/u/.local/state/wsched" {
+		t.Errorf("user defaults: %+v", user.Daemon)
+	}
+	if _, err := Load(Options{Path: "/nonexistent/wsched.toml", LookupEnv: env(nil)}); err == nil || !strings.Contains(err.Error(), "/nonexistent/wsched.toml") {
+		t.Errorf("missing file error = %v", err)
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	cfg := Defaults()
+	used := units.Bytes(3 * units.GiB)
+	cfg.Inventory.Sim = []SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
+	cfg.Placement.ReservedPerGPU["1"] = units.Bytes(units.GiB)
+	text, err := cfg.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(text, "encoded")
+	if err != nil {
+		t.Fatalf("encoded config does not parse: %v\n%s", err, text)
+	}
+	back.Source = ""
+	if !reflect.DeepEqual(back, cfg) {
+		t.Errorf("round trip differs:\n%s", text)
+	}
+}
+
+func TestLocate(t *testing.T) {
+	text := "# c\n[a]\nx = 1 # note\n[[b]]\ny = 2\n[[b]]\ny = 3\n[a.c]\nz = \"#\"\n"
+	tests := []struct {
+		key  []string
+		nth  int
+		line int
+	}{{[]string{"a", "x"}, 0, 3}, {[]string{"b", "y"}, 0, 5}, {[]string{"b", "y"}, 1, 7}, {[]string{"a", "c", "z"}, 0, 9}, {[]string{"a", "c"}, 0, 8}, {[]string{"q"}, 0, 0}}
+	for _, tt := range tests {
+		if got := locate([]byte(text), toml.Key(tt.key), tt.nth); got != tt.line {
+			t.Errorf("locate(%v, %d) = %d, want %d", tt.key, tt.nth, got, tt.line)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/device"
+)
+
+// bad returns a validation error for key (dotted; a "#n" suffix on a path
+// element picks the n-th entry of an array of tables for line lookup).
+func bad(key string, format string, args ...any) error {
+	return &Error{Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrBadValue}
+}
+
+// nth extracts the array index encoded in the key ("inventory.sim#2.memory")
+// and strips it from the key.
+func (e *Error) nth() int {
+	i := strings.IndexByte(e.Key, '#')
+	if i < 0 {
+		return 0
+	}
+	j := strings.IndexByte(e.Key[i:], '.')
+	if j < 0 {
+		j = len(e.Key) - i
+	}
+	n, _ := strconv.Atoi(e.Key[i+1 : i+j])
+	e.Key = e.Key[:i] + e.Key[i+j:]
+	return n
+}
+
+func (c *Config) validate() error {
+	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d Daemon) validate() error {
+	if d.Socket != "" && !filepath.IsAbs(d.Socket) {
+		return bad("daemon.socket", "%q is not allowed: want an absolute path", d.Socket)
+	}
+	if d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
+		return bad("daemon.state_dir", "%q is not allowed: want an absolute path", d.StateDir)
+	}
+	return nil
+}
+
+func (inv Inventory) validate() error {
+	if inv.Provider == ProviderSim && len(inv.Sim) == 0 {
+		return bad("inventory.provider", `"sim" needs at least one [[inventory.sim]] GPU`)
+	}
+	for i, g := range inv.Sim {
+		if err := g.validate(fmt.Sprintf("inventory.sim#%d", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g SimGPU) validate(key string) error {
+	if g.Memory <= 0 {
+		return bad(key+".memory", "%s is not allowed: want a size above 0B", g.Memory.Exact())
+	}
+	var procs int64
+	for j, p := range g.Processes {
+		pk := fmt.Sprintf("%s.process#%d", key, j)
+		if p.PID <= 0 {
+			return bad(pk+".pid", "%d is not allowed: want a PID above 0", p.PID)
+		}
+		procs += int64(p.Used)
+	}
+	if g.Used != nil {
+		if *g.Used > g.Memory {
+			return bad(key+".used", "%s is more than memory (%s)", g.Used.Exact(), g.Memory.Exact())
+		}
+		if int64(*g.Used) < procs {
+			return bad(key+".used", "%s is less than its processes use (%s)", g.Used.Exact(), units.Bytes(procs).Exact())
+		}
+	} else if procs > int64(g.Memory) {
+		return bad(key+".process", "processes use %s, more than memory (%s)", units.Bytes(procs).Exact(), g.Memory.Exact())
+	}
+	if g.Temperature < 0 || g.Temperature > 150 {
+		return bad(key+".temperature", "%d is not allowed: want 0 to 150 (°C)", g.Temperature)
+	}
+	if g.Utilization < 0 || g.Utilization > 100 {
+		return bad(key+".utilization", "%d is not allowed: want 0 to 100 (%%)", g.Utilization)
+	}
+	if g.UUID != "" {
+		if s, err := device.Parse(g.UUID); err != nil || s.Kind != device.UUID {
+			return bad(key+".uuid", "%q is not allowed: want a GPU UUID such as \"GPU-5a1c0a4e-…\"", g.UUID)
+		}
+	}
+	return nil
+}
+
+func (p Placement) validate() error {
+	if p.SafetyFactor <= 0 {
+		return bad("placement.safety_factor", "0 is not allowed: want a number above 0 and at most 1")
+	}
+	for k := range p.ReservedPerGPU {
+		s, err := device.Parse(k)
+		isIndex := k != "" && strings.TrimLeft(k, "0123456789") == ""
+		if !isIndex && (err != nil || s.Kind != device.UUID) {
+			return bad("placement.reserved_per_gpu", "key %q is not allowed: want a GPU index (\"0\") or UUID", k)
+		}
+	}
+	w := p.Score
+	if w.Memory+w.Utilization+w.Temperature+w.Priority == 0 {
+		return bad("placement.score", "all weights are 0: want at least one above 0")
+	}
+	if w.TemperatureLimit <= 0 || w.TemperatureLimit > 150 {
+		return bad("placement.score.temperature_limit", "%d is not allowed: want 1 to 150 (°C)", w.TemperatureLimit)
+	}
+	return nil
+}
+
+func (l Leases) validate() error {
+	switch {
+	case l.DefaultTTL <= 0:
+		return bad("leases.default_ttl", "%s is not allowed: want a duration above 0", l.DefaultTTL)
+	case l.MaxTTL < l.DefaultTTL:
+		return bad("leases.max_ttl", "%s is less than default_ttl (%s)", l.MaxTTL, l.DefaultTTL)
+	case l.MaxQueue < 1 || l.MaxQueue > 1_000_000:
+		return bad("leases.max_queue", "%d is not allowed: want 1 to 1000000", l.MaxQueue)
+	case l.Aging <= 0:
+		return bad("leases.aging", "%s is not allowed: want a duration above 0", l.Aging)
+	}
+	return nil
+}
