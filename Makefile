@@ -1,13 +1,45 @@
-# wsched — see README.md. Area-specific targets live in mk/*.mk.
+# wsched — see README.md. Area-specific targets live in mk/*.mk; each adds
+# its own prerequisites to `deps`, `test` and `build` where it needs to.
 GO          ?= go
 BIN         ?= bin
-STATICCHECK_VERSION ?= 2026.1
-export CGO_ENABLED ?= 1
+TOOLS       ?= $(CURDIR)/.cache/tools
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(TOOLS)/staticcheck
+# make run CONFIG=testdata/sim-8x4090.toml runs against the simulated 8-GPU box.
+CONFIG      ?=
+GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')
 
-.PHONY: all build test run vet staticcheck gotest fmt-check
+.PHONY: all build run test deps tools fmt-check vet staticcheck gotest fuzz clean
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/wsched
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/wsched
+
+run: build
+	$(BIN)/wsched gpus --watch $(if $(CONFIG),--config $(CONFIG))
+
+# The README's test command: everything CI checks.
+test: fmt-check vet staticcheck gotest
+
+deps: tools
+tools: $(STATICCHECK)
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+fmt-check:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+gotest:
+	$(GO) test -race -count=1 ./...
+
+clean:
+	rm -rf $(BIN) dist .cache
 
 -include mk/*.mk

@@ -1,0 +1,85 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/wsched/wsched/internal/config"
+)
+
+// Priority of a lease request.
+type Priority int
+
+// Priorities, lowest first. The zero value is Normal.
+const (
+	Low    Priority = -1
+	Normal Priority = 0
+	High   Priority = 1
+)
+
+// weight is the seed's PRIORITY_WEIGHTS: high 3, normal 2, low 1.
+func (p Priority) weight() float64 { return float64(p + 2) }
+
+// Pick chooses a GPU for a request of need bytes among accounts, by policy.
+// Only placeable GPUs whose available memory is at least need (and above 0)
+// qualify. ok is false when none does.
+func Pick(policy config.Policy, w config.ScoreWeights, accounts []Account, need int64, prio Priority) (Account, bool) {
+	var fits []Account
+	for _, a := range accounts {
+		if a.Placeable && a.AvailableBytes >= need && a.AvailableBytes > 0 {
+			fits = append(fits, a)
+		}
+	}
+	if len(fits) == 0 {
+		return Account{}, false
+	}
+	var best Account
+	switch policy {
+	case config.PolicyBinpack:
+		best = slices.MinFunc(fits, func(a, b Account) int {
+			return cmp.Or(cmp.Compare(a.AvailableBytes, b.AvailableBytes), cmp.Compare(a.Index, b.Index))
+		})
+	case config.PolicyScore:
+		best = slices.MaxFunc(fits, func(a, b Account) int {
+			return cmp.Or(cmp.Compare(Score(w, a, prio), Score(w, b, prio)), cmp.Compare(a.Index, b.Index))
+		})
+	default: // spread
+		best = slices.MaxFunc(fits, func(a, b Account) int {
+			return cmp.Or(
+				cmp.Compare(a.AvailableBytes, b.AvailableBytes),
+				cmp.Compare(util(b), util(a)), // lower utilization wins
+				cmp.Compare(a.Index, b.Index), // higher index wins: keep GPU 0 free
+			)
+		})
+	}
+	return best, true
+}
+
+func util(a Account) int {
+	if a.UtilizationPct == nil {
+		return 0
+	}
+	return *a.UtilizationPct
+}
+
+// Score is the seed's weighted GPU score (003, _calculate_gpu_score):
+// memory × available/total + utilization × (1 − util) + temperature ×
+// max(0, (limit − temp)/limit) + priority × weight/3. The priority term is the
+// same for every GPU of one request, so it never changes which GPU wins; it is
+// kept so scores compare with the seed's. Unknown utilization or temperature
+// score as 0 % and limit/2.
+func Score(w config.ScoreWeights, a Account, prio Priority) float64 {
+	var memRatio float64
+	if a.TotalBytes > 0 {
+		memRatio = float64(max(0, a.AvailableBytes)) / float64(a.TotalBytes)
+	}
+	temp := float64(w.TemperatureLimit) / 2
+	if a.TemperatureC != nil {
+		temp = float64(*a.TemperatureC)
+	}
+	limit := float64(w.TemperatureLimit)
+	return float64(w.Memory)*memRatio +
+		float64(w.Utilization)*(1-float64(util(a))/100) +
+		float64(w.Temperature)*max(0, (limit-temp)/limit) +
+		float64(w.Priority)*prio.weight()/3
+}
