@@ -8,8 +8,9 @@ import (
 // LeaseUse is what accounting needs of one granted lease on a GPU: its size
 // and the processes that belong to it (holder and registered children).
 type LeaseUse struct {
-	Bytes int64
-	PIDs  []int
+	Bytes  int64
+	Holder int
+	PIDs   []int
 }
 
 // Account is one GPU seen through the accounting formula (see the package
@@ -63,10 +64,11 @@ func Accounting(g inventory.GPU, cfg config.Placement, leases []LeaseUse) Accoun
 	}
 	for _, l := range leases {
 		a.LeasedBytes += l.Bytes
-		var realized int64
+		realized := used[l.Holder]
+		delete(used, l.Holder) // a PID counts once even if listed twice
 		for _, pid := range l.PIDs {
 			realized += used[pid]
-			delete(used, pid) // a PID counts once even if listed twice
+			delete(used, pid)
 		}
 		a.AttributedBytes += realized
 		a.UnrealizedBytes += max(0, l.Bytes-realized)

@@ -1,0 +1,221 @@
+package placement
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// Snapshotter gives inventory readings no older than the configured maximum
+// age (inventory.Reader does).
+type Snapshotter interface {
+	Fresh(ctx context.Context) (inventory.Snapshot, error)
+}
+
+// Store persists leases. PutLease is called before a grant, renewal or
+// resize is answered; a failing PutLease fails the operation, so no lease is
+// ever granted that a restart would forget. DeleteLease is called when a
+// lease ends.
+type Store interface {
+	PutLease(Lease) error
+	DeleteLease(id string) error
+}
+
+// Options configures an Engine.
+type Options struct {
+	Placement config.Placement
+	Leases    config.Leases
+	// Inventory provides readings; required.
+	Inventory Snapshotter
+	// Store persists leases; nil keeps them in memory only.
+	Store Store
+	// Signal is called with a holder's PID when it overruns its lease and
+	// [leases] overrun = "kill". nil disables killing.
+	Signal func(pid int)
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Log receives decisions at debug level and problems at warn.
+	Log *slog.Logger
+	// NewID makes lease IDs (random when nil).
+	NewID func() string
+
+	afterOp func(*state) // tests: invariant checks after every step
+}
+
+// Engine owns leases, the queue and accounting. One goroutine (Run) holds
+// all mutable state; the methods send it closures and wait for the result.
+type Engine struct {
+	ops     chan func(*state)
+	stopped chan struct{}
+	st      *state
+}
+
+// New returns an engine; start it with Run.
+func New(opts Options) *Engine {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.NewID == nil {
+		opts.NewID = randomID
+	}
+	return &Engine{ops: make(chan func(*state)), stopped: make(chan struct{}), st: newState(opts)}
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "l-" + hex.EncodeToString(b[:])
+}
+
+// Run is the owner loop. It returns when ctx ends; waiting requests are then
+// rejected with ErrStopped. Leases stay in the store for the next start.
+func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stopped)
+	s := e.st
+	s.ctx = ctx
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.rearm(timer)
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			return nil
+		case f := <-e.ops:
+			f(s)
+		case <-timer.C:
+			s.tick()
+		}
+		if s.opts.afterOp != nil {
+			s.opts.afterOp(s)
+		}
+	}
+}
+
+// do runs f on the owner loop and waits for it.
+func (e *Engine) do(ctx context.Context, f func(*state)) error {
+	done := make(chan struct{})
+	select {
+	case e.ops <- func(s *state) { f(s); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.stopped:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-e.stopped:
+		return ErrStopped
+	}
+}
+
+// Acquire asks for a lease. It returns at once when the request is granted
+// or cannot wait; otherwise it waits in the queue up to req.Wait (capped by
+// [leases] max_wait). If ctx ends while waiting the request is withdrawn, and
+// a grant that raced with it is released.
+func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
+	reply := make(chan result, 1)
+	var id string
+	if err := e.do(ctx, func(s *state) { id = s.submit(req, reply) }); err != nil {
+		return Lease{}, err
+	}
+	select {
+	case r := <-reply:
+		return r.lease, r.err
+	case <-ctx.Done():
+		_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
+		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, ctx.Err())
+	case <-e.stopped:
+		return Lease{}, ErrStopped
+	}
+}
+
+// call runs f on the owner loop and returns its lease and error.
+func (e *Engine) call(ctx context.Context, f func(*state) (Lease, error)) (Lease, error) {
+	var l Lease
+	var err error
+	if derr := e.do(ctx, func(s *state) { l, err = f(s) }); derr != nil {
+		return Lease{}, derr
+	}
+	return l, err
+}
+
+// Release ends a lease. Releasing an ended lease returns it unchanged.
+func (e *Engine) Release(ctx context.Context, id, reason string) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.release(id, reason) })
+}
+
+// Renew extends a lease to now + ttl (0: its own TTL).
+func (e *Engine) Renew(ctx context.Context, id string, ttl time.Duration) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.renew(id, ttl) })
+}
+
+// Resize changes a lease's size: shrinking always succeeds, growing only if
+// the extra bytes fit on its GPU now.
+func (e *Engine) Resize(ctx context.Context, id string, bytes int64) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.resize(id, bytes) })
+}
+
+// Get returns a lease or queued request by ID, including recently ended ones.
+func (e *Engine) Get(ctx context.Context, id string) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.get(id) })
+}
+
+// AddPID counts pid's GPU memory against lease id.
+func (e *Engine) AddPID(ctx context.Context, id string, pid int) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.addPID(id, pid) })
+}
+
+// RemovePID stops counting pid against lease id (the process exited).
+func (e *Engine) RemovePID(ctx context.Context, id string, pid int) (Lease, error) {
+	return e.call(ctx, func(s *state) (Lease, error) { return s.removePID(id, pid) })
+}
+
+// HolderExited releases every lease whose holder is pid.
+func (e *Engine) HolderExited(ctx context.Context, pid int) ([]Lease, error) {
+	var out []Lease
+	err := e.do(ctx, func(s *state) { out = s.holderExited(pid) })
+	return out, err
+}
+
+// Observe hands the engine a fresh reading: leases are reconciled against it
+// and waiting requests re-evaluated.
+func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot) error {
+	return e.do(ctx, func(s *state) { s.observe(snap) })
+}
+
+// Restore adds leases recovered from the store at start-up. Call it before
+// serving requests; leases whose holders died must be filtered out first.
+func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
+	return e.do(ctx, func(s *state) { s.restore(leases) })
+}
+
+// Subscribe returns a channel of every event from now on, and a function
+// that ends the subscription. The channel is closed if the reader falls
+// more than 1024 events behind, or when the engine stops.
+func (e *Engine) Subscribe(ctx context.Context) (<-chan Event, func(), error) {
+	ch := make(chan Event, subscriberBuffer)
+	var id int
+	if err := e.do(ctx, func(s *state) { id = s.subscribe(ch) }); err != nil {
+		return nil, nil, err
+	}
+	cancel := func() { _ = e.do(context.Background(), func(s *state) { s.unsubscribe(id) }) }
+	return ch, cancel, nil
+}
+
+// View returns the accounting per GPU, the leases and queue, and counters.
+func (e *Engine) View(ctx context.Context) (View, error) {
+	var v View
+	err := e.do(ctx, func(s *state) { v = s.view() })
+	return v, err
+}

@@ -1,0 +1,83 @@
+package placement
+
+import "time"
+
+// EventType names a state change.
+type EventType string
+
+// Event types: every state change of a request or lease.
+const (
+	EventRequested EventType = "requested"
+	EventQueued    EventType = "queued"
+	EventGranted   EventType = "granted"
+	EventRenewed   EventType = "renewed"
+	EventResized   EventType = "resized"
+	EventReleased  EventType = "released"
+	EventExpired   EventType = "expired"
+	EventRejected  EventType = "rejected"
+	EventOverrun   EventType = "overrun"
+)
+
+// Event is one state change, with the lease as it was after the change.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Type   EventType `json:"type"`
+	Lease  Lease     `json:"lease"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// subscriberBuffer is how many events a subscriber may fall behind before it
+// is dropped (its channel closed) rather than stall the engine.
+const subscriberBuffer = 1024
+
+type subscriber struct {
+	ch chan Event
+}
+
+// emit stamps and fans out an event. Slow subscribers are closed, never
+// waited for: the owner loop must not block on a reader.
+func (s *state) emit(t EventType, l *Lease, reason string) {
+	s.seq++
+	ev := Event{Seq: s.seq, Time: s.now(), Type: t, Lease: l.clone(), Reason: reason}
+	s.stats.count(t)
+	for id, sub := range s.subs {
+		select {
+		case sub.ch <- ev:
+		default:
+			close(sub.ch)
+			delete(s.subs, id)
+			s.log.Warn("event subscriber fell behind; dropped", "subscriber", id)
+		}
+	}
+}
+
+// Stats are cumulative counters of the engine.
+type Stats struct {
+	Requests   uint64 `json:"requests"`
+	Grants     uint64 `json:"grants"`
+	Rejections uint64 `json:"rejections"`
+	Releases   uint64 `json:"releases"`
+	Expiries   uint64 `json:"expiries"`
+	Overruns   uint64 `json:"overruns"`
+	Renewals   uint64 `json:"renewals"`
+}
+
+func (st *Stats) count(t EventType) {
+	switch t {
+	case EventRequested:
+		st.Requests++
+	case EventGranted:
+		st.Grants++
+	case EventRejected:
+		st.Rejections++
+	case EventReleased:
+		st.Releases++
+	case EventExpired:
+		st.Expiries++
+	case EventOverrun:
+		st.Overruns++
+	case EventRenewed:
+		st.Renewals++
+	}
+}

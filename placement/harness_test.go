@@ -1,0 +1,171 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+const GiB = units.GiB
+
+// rig is an engine over a simulated machine, running in the background.
+type rig struct {
+	t      *testing.T
+	cfg    *config.Config
+	sim    *inventory.Sim
+	reader *inventory.Reader
+	eng    *Engine
+	store  *memStore
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type rigOption func(*config.Config, *Options)
+
+// newRig starts an engine on the given simulated GPUs (each GPU: total
+// memory; no processes) or, with seedSim, on the seed's 8×4090 server.
+func newRig(t *testing.T, gpus []config.SimGPU, opts ...rigOption) *rig {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.Placement.Reserved = 0
+	cfg.Placement.SafetyFactor = 1
+	cfg.Inventory.Sim = gpus
+	r := &rig{t: t, cfg: cfg, store: newMemStore()}
+	o := Options{Store: r.store}
+	for _, f := range opts {
+		f(cfg, &o)
+	}
+	r.sim = inventory.NewSim(cfg.Inventory.Sim)
+	p, err := inventory.NewNVML(r.sim.Interface(), inventory.WithName("sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.reader = inventory.NewReader(p, cfg.Inventory.MaxAge.D(), nil)
+	o.Placement, o.Leases, o.Inventory = cfg.Placement, cfg.Leases, r.reader
+	r.eng = New(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	go func() { _ = r.eng.Run(ctx); close(r.done) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// gpus returns n empty simulated GPUs of size each.
+func gpus(n int, size int64) []config.SimGPU {
+	out := make([]config.SimGPU, n)
+	for i := range out {
+		out[i] = config.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size), Temperature: 40}
+	}
+	return out
+}
+
+func seedGPUs(t *testing.T) []config.SimGPU {
+	t.Helper()
+	data, err := os.ReadFile("../testdata/sim-8x4090.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data, "sim-8x4090.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Inventory.Sim
+}
+
+var nextPID atomic.Int64
+
+func req(bytes int64, mods ...func(*Request)) Request {
+	pid := int(nextPID.Add(1)) + 100
+	r := Request{Bytes: bytes, Holder: Holder{PID: pid, UID: 1000, Name: "test"}}
+	for _, m := range mods {
+		m(&r)
+	}
+	return r
+}
+
+func wait(d time.Duration) func(*Request) { return func(r *Request) { r.Wait = d } }
+func prio(p Priority) func(*Request)      { return func(r *Request) { r.Priority = p } }
+func ttl(d time.Duration) func(*Request)  { return func(r *Request) { r.TTL = d } }
+func pin(s string) func(*Request)         { return func(r *Request) { r.Device, _ = device.Parse(s) } }
+func holder(pid int) func(*Request)       { return func(r *Request) { r.Holder.PID = pid } }
+
+func (r *rig) acquire(q Request) Lease {
+	r.t.Helper()
+	l, err := r.eng.Acquire(context.Background(), q)
+	if err != nil {
+		r.t.Fatalf("acquire %s: %v", units.FormatBytes(q.Bytes), err)
+	}
+	return l
+}
+
+func (r *rig) release(id string) {
+	r.t.Helper()
+	if _, err := r.eng.Release(context.Background(), id, "test"); err != nil {
+		r.t.Fatalf("release %s: %v", id, err)
+	}
+}
+
+func (r *rig) view() View {
+	r.t.Helper()
+	v, err := r.eng.View(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return v
+}
+
+// acquireAsync starts a waiting Acquire; the result arrives on the channel.
+func (r *rig) acquireAsync(q Request) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := r.eng.Acquire(context.Background(), q)
+		ch <- result{lease: l, err: err}
+	}()
+	return ch
+}
+
+// memStore is an in-memory Store that can be made to fail.
+type memStore struct {
+	mu     sync.Mutex
+	leases map[string]Lease
+	fail   error
+}
+
+func newMemStore() *memStore { return &memStore{leases: map[string]Lease{}} }
+
+func (m *memStore) PutLease(l Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	m.leases[l.ID] = l
+	return nil
+}
+
+func (m *memStore) DeleteLease(id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.leases, id)
+	return nil
+}
+
+func (m *memStore) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.leases)
+}

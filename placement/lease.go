@@ -1,0 +1,142 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wsched/wsched/placement/device"
+)
+
+// Sentinel errors. Rejections wrap one of these with the reason in words.
+var (
+	ErrInvalid     = errors.New("invalid request")
+	ErrNotFound    = errors.New("no such lease")
+	ErrEnded       = errors.New("lease has ended")
+	ErrNoFit       = errors.New("does not fit now")
+	ErrTooLarge    = errors.New("larger than any GPU can hold")
+	ErrNoSuchGPU   = errors.New("no such GPU")
+	ErrQueueFull   = errors.New("queue full")
+	ErrTimeout     = errors.New("timed out waiting for memory")
+	ErrCancelled   = errors.New("request cancelled")
+	ErrNoInventory = errors.New("no GPU reading available")
+	ErrStopped     = errors.New("placement engine stopped")
+)
+
+// CPU is the GPU field of leases that run on the CPU.
+const CPU = "cpu"
+
+// State of a lease or request.
+type State string
+
+// States. A request is queued until it is granted or rejected; a granted
+// lease ends released or expired.
+const (
+	StateQueued   State = "queued"
+	StateGranted  State = "granted"
+	StateReleased State = "released"
+	StateExpired  State = "expired"
+	StateRejected State = "rejected"
+)
+
+// Holder is the process a lease belongs to.
+type Holder struct {
+	PID  int    `json:"pid"`
+	UID  int    `json:"uid"`
+	Name string `json:"name,omitempty"`
+}
+
+// Lease is GPU memory granted to a holder until it is released or expires.
+// Queued requests are reported as leases in state queued, without a GPU.
+type Lease struct {
+	ID       string `json:"id"`
+	State    State  `json:"state"`
+	GPU      string `json:"gpu,omitempty"` // GPU UUID or "cpu"
+	GPUIndex int    `json:"gpu_index"`     // -1 for cpu and queued
+	GPUName  string `json:"gpu_name,omitempty"`
+	// GPUTotalBytes is the GPU's total memory (for memory-fraction hints).
+	GPUTotalBytes int64 `json:"gpu_total_bytes,omitempty"`
+	Bytes         int64 `json:"memory_bytes"`
+	// Device is what the request asked for (auto, cuda:N, a UUID, cpu).
+	Device   device.Spec `json:"device"`
+	Priority Priority    `json:"priority"`
+	Holder   Holder      `json:"holder"`
+	// PIDs are further processes whose GPU memory counts against the lease
+	// (backend subprocesses the daemon started for the holder).
+	PIDs    []int         `json:"pids,omitempty"`
+	TTL     time.Duration `json:"ttl"`
+	Created time.Time     `json:"created"`
+	Granted time.Time     `json:"granted,omitzero"`
+	Expires time.Time     `json:"expires,omitzero"`
+	Ended   time.Time     `json:"ended,omitzero"`
+	// Reason says why a lease ended or a request was rejected.
+	Reason string `json:"reason,omitempty"`
+	// UsedBytes is what NVML last measured for the lease's processes, and
+	// Overrun whether that exceeds the lease beyond the tolerance.
+	UsedBytes int64 `json:"used_bytes"`
+	Overrun   bool  `json:"overrun,omitempty"`
+	// Labels carry caller data through the lease (e.g. the estimate key).
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Active reports whether the lease holds memory.
+func (l Lease) Active() bool { return l.State == StateGranted }
+
+// pids returns the holder and registered PIDs.
+func (l *Lease) pids() []int { return append([]int{l.Holder.PID}, l.PIDs...) }
+
+// clone copies l so the caller may keep it while the engine changes its own.
+func (l *Lease) clone() Lease {
+	c := *l
+	c.PIDs = append([]int(nil), l.PIDs...)
+	return c
+}
+
+// Request asks for a lease.
+type Request struct {
+	Bytes    int64
+	Device   device.Spec
+	Priority Priority
+	// TTL is the lease's time to live (0: [leases] default_ttl).
+	TTL time.Duration
+	// Wait is how long the request may queue when memory is short (0: fail
+	// at once with ErrNoFit).
+	Wait   time.Duration
+	Holder Holder
+	Labels map[string]string
+}
+
+// String names the priority: high, normal or low.
+func (p Priority) String() string {
+	switch {
+	case p >= High:
+		return "high"
+	case p <= Low:
+		return "low"
+	}
+	return "normal"
+}
+
+// ParsePriority reads high, normal or low ("" is normal).
+func ParsePriority(s string) (Priority, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "high":
+		return High, nil
+	case "", "normal":
+		return Normal, nil
+	case "low":
+		return Low, nil
+	}
+	return Normal, fmt.Errorf("%w: priority %q: want high, normal or low", ErrInvalid, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Priority) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *Priority) UnmarshalText(b []byte) error {
+	v, err := ParsePriority(string(b))
+	*p = v
+	return err
+}

@@ -1,0 +1,254 @@
+package placement
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+func (s *state) release(id, reason string) (Lease, error) {
+	if w := s.findWaiter(id); w != nil {
+		s.reject(w, fmt.Errorf("%w: %s", ErrCancelled, reason))
+		s.dispatch()
+		return w.lease.clone(), nil
+	}
+	if l, ok := s.leases[id]; ok {
+		s.end(l, StateReleased, reason)
+		s.dispatch()
+		return l.clone(), nil
+	}
+	if l, ok := s.ended[id]; ok {
+		return l.clone(), nil // idempotent
+	}
+	return Lease{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+}
+
+// active returns the granted lease id, or why there is none.
+func (s *state) active(id string) (*Lease, error) {
+	if l, ok := s.leases[id]; ok {
+		return l, nil
+	}
+	if l, ok := s.ended[id]; ok {
+		return nil, fmt.Errorf("%w: %s is %s", ErrEnded, id, l.State)
+	}
+	if s.findWaiter(id) != nil {
+		return nil, fmt.Errorf("%w: %s is still queued", ErrInvalid, id)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+}
+
+func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
+	l, err := s.active(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	if ttl < 0 || ttl > s.opts.Leases.MaxTTL.D() {
+		return Lease{}, fmt.Errorf("%w: ttl %s: want 0 to [leases] max_ttl %s", ErrInvalid, ttl, s.opts.Leases.MaxTTL)
+	}
+	if ttl == 0 {
+		ttl = l.TTL
+	}
+	prev := *l
+	l.TTL, l.Expires = ttl, s.now().Add(ttl)
+	if err := s.persist(l); err != nil {
+		*l = prev
+		return Lease{}, err
+	}
+	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
+	s.emit(EventRenewed, l, "")
+	return l.clone(), nil
+}
+
+func (s *state) persist(l *Lease) error {
+	if s.opts.Store == nil {
+		return nil
+	}
+	if err := s.opts.Store.PutLease(l.clone()); err != nil {
+		return fmt.Errorf("persist lease %s: %w", l.ID, err)
+	}
+	return nil
+}
+
+func (s *state) resize(id string, bytes int64) (Lease, error) {
+	l, err := s.active(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	if bytes <= 0 {
+		return Lease{}, fmt.Errorf("%w: memory_bytes must be above 0", ErrInvalid)
+	}
+	delta := bytes - l.Bytes
+	if delta > 0 && l.GPU != CPU {
+		if err := s.fresh(); err != nil {
+			return Lease{}, err
+		}
+		_, hold := s.plan(s.now())
+		for _, a := range s.accounts() {
+			if a.UUID == l.GPU && a.AvailableBytes-hold[a.UUID] < delta {
+				return Lease{}, fmt.Errorf("%w: growing by %s, %s available on GPU %d", ErrNoFit,
+					units.FormatBytes(delta), units.FormatBytes(max(0, a.AvailableBytes-hold[a.UUID])), a.Index)
+			}
+		}
+	}
+	prev := l.Bytes
+	l.Bytes = bytes
+	s.invalidate()
+	if err := s.persist(l); err != nil {
+		l.Bytes = prev
+		s.invalidate()
+		return Lease{}, err
+	}
+	s.emit(EventResized, l, fmt.Sprintf("%s → %s", units.FormatBytes(prev), units.FormatBytes(bytes)))
+	if delta < 0 {
+		s.dispatch()
+	}
+	return l.clone(), nil
+}
+
+func (s *state) get(id string) (Lease, error) {
+	if l, ok := s.leases[id]; ok {
+		return l.clone(), nil
+	}
+	if w := s.findWaiter(id); w != nil {
+		return w.lease.clone(), nil
+	}
+	if l, ok := s.ended[id]; ok {
+		return l.clone(), nil
+	}
+	return Lease{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+}
+
+func (s *state) addPID(id string, pid int) (Lease, error) {
+	l, err := s.active(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	if pid <= 0 {
+		return Lease{}, fmt.Errorf("%w: pid must be above 0", ErrInvalid)
+	}
+	if !slices.Contains(l.pids(), pid) {
+		l.PIDs = append(l.PIDs, pid)
+		s.invalidate()
+		if err := s.persist(l); err != nil {
+			l.PIDs = l.PIDs[:len(l.PIDs)-1]
+			s.invalidate()
+			return Lease{}, err
+		}
+	}
+	return l.clone(), nil
+}
+
+func (s *state) removePID(id string, pid int) (Lease, error) {
+	l, err := s.active(id)
+	if err != nil {
+		return Lease{}, err
+	}
+	l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid })
+	s.stale = true
+	s.invalidate()
+	return l.clone(), s.persist(l)
+}
+
+// holderExited releases the leases of a dead process and withdraws its
+// waiting requests.
+func (s *state) holderExited(pid int) []Lease {
+	var out []Lease
+	for _, w := range slices.Clone(s.queue) {
+		if w.lease.Holder.PID == pid {
+			s.reject(w, fmt.Errorf("%w: holder (pid %d) exited", ErrCancelled, pid))
+		}
+	}
+	for _, l := range s.leases {
+		if l.Holder.PID == pid {
+			s.end(l, StateReleased, fmt.Sprintf("holder (pid %d) exited", pid))
+			out = append(out, l.clone())
+		} else if slices.Contains(l.PIDs, pid) {
+			l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid })
+			s.stale = true
+			s.invalidate()
+		}
+	}
+	s.dispatch()
+	return out
+}
+
+func (s *state) observe(snap inventory.Snapshot) {
+	s.snap, s.haveSnap, s.stale = snap, true, false
+	s.invalidate()
+	s.reconcile()
+	s.dispatch()
+}
+
+// reconcile compares each lease with what NVML measures for its processes
+// and flags overruns beyond [leases] overrun_tolerance.
+func (s *state) reconcile() {
+	used := map[string]map[int]int64{}
+	for _, g := range s.snap.GPUs {
+		m := map[int]int64{}
+		for _, p := range g.Processes {
+			m[p.PID] += p.UsedBytes
+		}
+		used[g.UUID] = m
+	}
+	tol := 1 + float64(s.opts.Leases.OverrunTolerance)
+	for _, l := range s.leases {
+		if l.GPU == CPU {
+			continue
+		}
+		var sum int64
+		for _, pid := range l.pids() {
+			sum += used[l.GPU][pid]
+		}
+		l.UsedBytes = sum
+		over := float64(sum) > float64(l.Bytes)*tol
+		if over && !l.Overrun {
+			reason := fmt.Sprintf("uses %s of a %s lease (tolerance %.0f%%)", units.FormatBytes(sum),
+				units.FormatBytes(l.Bytes), 100*float64(s.opts.Leases.OverrunTolerance))
+			s.log.Warn("lease overrun", "lease", l.ID, "holder", l.Holder.PID, "reason", reason)
+			l.Overrun = true
+			s.emit(EventOverrun, l, reason)
+			if s.opts.Leases.Overrun == config.OverrunKill && s.opts.Signal != nil {
+				s.opts.Signal(l.Holder.PID)
+			}
+		}
+		l.Overrun = over
+	}
+}
+
+func (s *state) restore(leases []Lease) {
+	for _, l := range leases {
+		c := l.clone()
+		c.State = StateGranted
+		s.leases[c.ID] = &c
+		s.invalidate()
+		heap.Push(&s.expiry, expiryItem{id: c.ID, at: c.Expires})
+		s.log.Info("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
+	}
+}
+
+func (s *state) subscribe(ch chan Event) int {
+	s.nextSub++
+	s.subs[s.nextSub] = &subscriber{ch: ch}
+	return s.nextSub
+}
+
+func (s *state) unsubscribe(id int) {
+	if sub, ok := s.subs[id]; ok {
+		close(sub.ch)
+		delete(s.subs, id)
+	}
+}
+
+func (s *state) shutdown() {
+	for _, w := range slices.Clone(s.queue) {
+		s.reject(w, ErrStopped)
+	}
+	for id := range s.subs {
+		s.unsubscribe(id)
+	}
+}

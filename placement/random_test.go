@@ -1,0 +1,178 @@
+package placement
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/units"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed for TestRandomized (0: time-based)")
+
+// TestRandomized drives thousands of requests, renewals, resizes, releases,
+// holder exits and expiries from many goroutines against 8 simulated GPUs
+// with foreign memory, checking after every step of the owner loop that no
+// GPU is promised more than usable − foreign, and from the event stream that
+// no request is granted twice and every one ends granted-then-ended,
+// rejected or expired. Rerun a failure with -seed=N.
+func TestRandomized(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with go test -run TestRandomized -seed=%d ./placement)", seed, seed)
+	synctest.Test(t, func(t *testing.T) {
+		var violations []string
+		sims := gpus(8, 24*GiB)
+		for i := range sims {
+			sims[i].Processes = []config.SimProcess{{PID: 50000 + i, Name: "foreign", Used: units.Bytes(int64(i) * GiB / 2)}}
+		}
+		r := newRig(t, sims, func(c *config.Config, o *Options) {
+			c.Placement.Reserved = units.Bytes(256 * units.MiB)
+			c.Placement.SafetyFactor = 0.9
+			c.Leases.MaxQueue = 64
+			c.Leases.BackfillWindow = units.Duration(2 * time.Second)
+			c.Leases.Aging = units.Duration(3 * time.Second)
+			o.afterOp = func(s *state) { violations = append(violations, checkInvariants(s)...) }
+		})
+		defer r.stop()
+		events, cancel, err := r.eng.Subscribe(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &eventLog{byID: map[string][]EventType{}}
+		logDone := make(chan struct{})
+		go func() { defer close(logDone); log.consume(events) }()
+
+		var wg sync.WaitGroup
+		for w := 0; w < 32; w++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); worker(r, rand.New(rand.NewPCG(seed, uint64(w))), 100) }()
+		}
+		wg.Wait()
+		time.Sleep(time.Minute) // every abandoned lease expires
+		synctest.Wait()
+		cancel()
+		<-logDone
+		var nv int
+		_ = r.eng.do(context.Background(), func(*state) { nv = len(violations) }) // read on the owner loop
+		if nv > 0 {
+			t.Fatalf("seed %d: %d invariant violations, first: %s", seed, len(violations), violations[0])
+		}
+		if err := log.verify(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if v := r.view(); len(v.Queue) != 0 || r.store.len() != 0 {
+			t.Fatalf("seed %d: leftovers: %d queued, %d stored", seed, len(v.Queue), r.store.len())
+		}
+		t.Logf("%d requests: %+v", len(log.byID), r.view().Stats)
+	})
+}
+
+func worker(r *rig, rng *rand.Rand, n int) {
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		q := req(int64(1+rng.IntN(12))*GiB, prio(Priority(rng.IntN(3)-1)), ttl(time.Duration(1+rng.IntN(10))*time.Second))
+		if rng.IntN(2) == 0 {
+			q.Wait = time.Duration(rng.IntN(3000)) * time.Millisecond
+		}
+		if rng.IntN(4) == 0 {
+			pin(fmt.Sprintf("cuda:%d", rng.IntN(8)))(&q)
+		}
+		l, err := r.eng.Acquire(ctx, q)
+		if err != nil {
+			continue
+		}
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		switch k := rng.IntN(10); {
+		case k < 5:
+			_, _ = r.eng.Release(ctx, l.ID, "done")
+		case k < 7:
+			_, _ = r.eng.Renew(ctx, l.ID, time.Duration(1+rng.IntN(5))*time.Second)
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+			_, _ = r.eng.Release(ctx, l.ID, "done")
+		case k < 8:
+			_, _ = r.eng.Resize(ctx, l.ID, int64(1+rng.IntN(12))*GiB)
+			_, _ = r.eng.Release(ctx, l.ID, "done")
+		case k < 9:
+			_, _ = r.eng.HolderExited(ctx, l.Holder.PID)
+		default: // abandoned: expires by TTL
+		}
+	}
+}
+
+// checkInvariants runs on the owner loop after every step.
+func checkInvariants(s *state) []string {
+	var bad []string
+	for _, a := range s.accounts() {
+		if a.LeasedBytes > a.UsableBytes-a.ForeignBytes {
+			bad = append(bad, fmt.Sprintf("GPU %d: leased %d > usable %d − foreign %d", a.Index, a.LeasedBytes, a.UsableBytes, a.ForeignBytes))
+		}
+		if a.AvailableBytes < 0 {
+			bad = append(bad, fmt.Sprintf("GPU %d: available %d < 0", a.Index, a.AvailableBytes))
+		}
+	}
+	for id, l := range s.leases {
+		if l.State != StateGranted || s.findWaiter(id) != nil {
+			bad = append(bad, fmt.Sprintf("lease %s: state %s, queued %v", id, l.State, s.findWaiter(id) != nil))
+		}
+	}
+	if len(s.queue) > s.opts.Leases.MaxQueue {
+		bad = append(bad, fmt.Sprintf("queue length %d > max %d", len(s.queue), s.opts.Leases.MaxQueue))
+	}
+	return bad
+}
+
+type eventLog struct {
+	byID map[string][]EventType
+}
+
+func (l *eventLog) consume(ch <-chan Event) {
+	for ev := range ch {
+		l.byID[ev.Lease.ID] = append(l.byID[ev.Lease.ID], ev.Type)
+	}
+}
+
+// verify checks each request's life: requested, maybe queued, then either
+// rejected, or granted followed by renewals/resizes/overruns and exactly one
+// of released or expired.
+func (l *eventLog) verify() error {
+	for id, evs := range l.byID {
+		if len(evs) < 2 || evs[0] != EventRequested {
+			return fmt.Errorf("%s: events %v", id, evs)
+		}
+		rest := evs[1:]
+		if rest[0] == EventQueued {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			return fmt.Errorf("%s never ended: %v", id, evs)
+		}
+		switch rest[0] {
+		case EventRejected:
+			if len(rest) != 1 {
+				return fmt.Errorf("%s: events after rejection: %v", id, evs)
+			}
+		case EventGranted:
+			last := rest[len(rest)-1]
+			if last != EventReleased && last != EventExpired {
+				return fmt.Errorf("%s granted but never ended: %v", id, evs)
+			}
+			for _, e := range rest[1 : len(rest)-1] {
+				if e != EventRenewed && e != EventResized && e != EventOverrun {
+					return fmt.Errorf("%s: %s inside a lease's life: %v", id, e, evs)
+				}
+			}
+		default:
+			return fmt.Errorf("%s: events %v", id, evs)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package placement
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// endedKeep is how many ended leases and rejected requests stay readable.
+const endedKeep = 4096
+
+// state is everything the owner loop owns. Only Run's goroutine touches it.
+type state struct {
+	opts Options
+	ctx  context.Context
+	log  *slog.Logger
+
+	snap     inventory.Snapshot
+	haveSnap bool
+	stale    bool // a lease with measured memory ended: re-read before deciding
+
+	leases  map[string]*Lease // granted
+	queue   []*waiter
+	expiry  expiryHeap
+	ended   map[string]*Lease
+	endedQ  []string
+	subs    map[int]*subscriber
+	nextSub int
+	seq     uint64
+	stats   Stats
+	waitSeq uint64
+
+	acct      []Account // cache of accounts(); valid while acctValid
+	acctValid bool
+}
+
+type result struct {
+	lease Lease
+	err   error
+}
+
+func newState(opts Options) *state {
+	return &state{
+		opts: opts, ctx: context.Background(), log: opts.Log,
+		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
+	}
+}
+
+func (s *state) now() time.Time { return s.opts.Now() }
+
+// fresh makes sure the reading is young enough to decide on. A failed
+// reading keeps the previous one; ErrNoInventory when there is none.
+func (s *state) fresh() error {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	var snap inventory.Snapshot
+	var err error
+	if s.stale {
+		if r, ok := s.opts.Inventory.(interface {
+			Refresh(context.Context) (inventory.Snapshot, error)
+		}); ok {
+			snap, err = r.Refresh(ctx)
+		} else {
+			snap, err = s.opts.Inventory.Fresh(ctx)
+		}
+	} else {
+		snap, err = s.opts.Inventory.Fresh(ctx)
+	}
+	if err != nil {
+		s.log.Warn("GPU reading failed; deciding on the previous one", "err", err)
+		if !s.haveSnap {
+			return fmt.Errorf("%w: %w", ErrNoInventory, err)
+		}
+		return nil
+	}
+	if !s.haveSnap || !snap.Taken.Equal(s.snap.Taken) {
+		s.snap, s.haveSnap, s.stale = snap, true, false
+		s.invalidate()
+		s.reconcile()
+	}
+	return nil
+}
+
+// accounts applies the accounting formula to every GPU of the reading. The
+// result is cached until a lease or the reading changes (invalidate); callers
+// must not modify it.
+func (s *state) accounts() []Account {
+	if s.acctValid {
+		return s.acct
+	}
+	uses := make(map[string][]LeaseUse, len(s.snap.GPUs))
+	for _, l := range s.leases {
+		if l.GPU != CPU {
+			uses[l.GPU] = append(uses[l.GPU], LeaseUse{Bytes: l.Bytes, Holder: l.Holder.PID, PIDs: l.PIDs})
+		}
+	}
+	s.acct = s.acct[:0]
+	for _, g := range s.snap.GPUs {
+		s.acct = append(s.acct, Accounting(g, s.opts.Placement, uses[g.UUID]))
+	}
+	s.acctValid = true
+	return s.acct
+}
+
+// invalidate drops the cached accounts after a change to leases or reading.
+func (s *state) invalidate() { s.acctValid = false }
+
+// submit validates a request and either answers it at once (grant or
+// rejection) or queues it. It returns the request's ID.
+func (s *state) submit(req Request, reply chan<- result) string {
+	now := s.now()
+	l := &Lease{
+		ID: s.opts.NewID(), State: StateQueued, GPUIndex: -1, Bytes: req.Bytes, Device: req.Device,
+		Priority: req.Priority, Holder: req.Holder, TTL: req.TTL, Created: now, Labels: req.Labels,
+	}
+	if l.TTL == 0 {
+		l.TTL = s.opts.Leases.DefaultTTL.D()
+	}
+	s.waitSeq++
+	w := &waiter{lease: l, wait: min(req.Wait, s.opts.Leases.MaxWait.D()), reply: reply, seq: s.waitSeq}
+	w.deadline = now.Add(w.wait)
+	s.emit(EventRequested, l, "")
+	if err := s.validate(req, l); err != nil {
+		s.reject(w, err)
+		return l.ID
+	}
+	if req.Device.Kind == device.CPU {
+		s.grant(w, Account{Index: -1, UUID: CPU})
+		return l.ID
+	}
+	if err := s.fresh(); err != nil {
+		s.reject(w, err)
+		return l.ID
+	}
+	if len(s.snap.GPUs) == 0 && req.Device.Kind == device.Auto {
+		s.grant(w, Account{Index: -1, UUID: CPU}) // a machine without GPUs runs on the CPU
+		return l.ID
+	}
+	if err := s.feasible(w); err != nil {
+		s.reject(w, err)
+		return l.ID
+	}
+	s.queue = append(s.queue, w)
+	s.dispatch()
+	if l.State != StateQueued {
+		return l.ID
+	}
+	switch {
+	case w.wait <= 0:
+		s.reject(w, s.noFit(w))
+	case len(s.queue) > s.opts.Leases.MaxQueue:
+		s.reject(w, fmt.Errorf("%w: %d requests are waiting ([leases] max_queue)", ErrQueueFull, s.opts.Leases.MaxQueue))
+	default:
+		s.emit(EventQueued, l, fmt.Sprintf("waiting up to %s", w.wait))
+	}
+	return l.ID
+}
+
+func (s *state) validate(req Request, l *Lease) error {
+	switch {
+	case req.Bytes <= 0 && req.Device.Kind != device.CPU:
+		return fmt.Errorf("%w: memory_bytes must be above 0", ErrInvalid)
+	case req.TTL < 0 || req.Wait < 0:
+		return fmt.Errorf("%w: ttl and wait must not be negative", ErrInvalid)
+	case l.TTL > s.opts.Leases.MaxTTL.D():
+		return fmt.Errorf("%w: ttl %s exceeds [leases] max_ttl %s", ErrInvalid, l.TTL, s.opts.Leases.MaxTTL)
+	case req.Holder.PID <= 0:
+		return fmt.Errorf("%w: holder pid must be above 0", ErrInvalid)
+	}
+	return nil
+}
+
+// feasible rejects requests no wait can satisfy: a pinned GPU that does not
+// exist, or more memory than any allowed GPU could hold even when empty.
+func (s *state) feasible(w *waiter) error {
+	spec := w.lease.Device
+	var largest int64
+	found := false
+	for _, a := range s.accounts() {
+		if !allowed(spec, a) {
+			continue
+		}
+		found = true
+		largest = max(largest, a.UsableBytes)
+	}
+	if !found {
+		return fmt.Errorf("%w: %s is not on this machine (%d GPUs)", ErrNoSuchGPU, spec, len(s.snap.GPUs))
+	}
+	if w.lease.Bytes > largest {
+		return fmt.Errorf("%w: %s requested, the largest usable memory is %s", ErrTooLarge,
+			units.FormatBytes(w.lease.Bytes), units.FormatBytes(largest))
+	}
+	return nil
+}
+
+func allowed(spec device.Spec, a Account) bool {
+	switch spec.Kind {
+	case device.Index:
+		return a.Index == spec.Index
+	case device.UUID:
+		return a.UUID == spec.UUID
+	}
+	return true
+}
+
+// grant turns a waiter into a granted lease on acc's GPU, persisting it
+// first. A store failure rejects the request instead.
+func (s *state) grant(w *waiter, acc Account) {
+	l := w.lease
+	prev := *l
+	now := s.now()
+	l.State, l.GPU, l.GPUIndex, l.GPUName, l.GPUTotalBytes = StateGranted, acc.UUID, acc.Index, acc.Name, acc.TotalBytes
+	l.Granted, l.Expires = now, now.Add(l.TTL)
+	if s.opts.Store != nil {
+		if err := s.opts.Store.PutLease(l.clone()); err != nil {
+			*l = prev
+			s.reject(w, fmt.Errorf("persist lease: %w", err))
+			return
+		}
+	}
+	s.removeWaiter(w)
+	s.leases[l.ID] = l
+	s.invalidate()
+	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
+	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
+	s.emit(EventGranted, l, "")
+	w.reply <- result{lease: l.clone()}
+}
+
+// reject ends a request with err.
+func (s *state) reject(w *waiter, err error) {
+	s.removeWaiter(w)
+	l := w.lease
+	l.State, l.Reason, l.Ended = StateRejected, err.Error(), s.now()
+	s.remember(l)
+	s.emit(EventRejected, l, l.Reason)
+	w.reply <- result{lease: l.clone(), err: err}
+}
+
+// end finishes a granted lease as released or expired.
+func (s *state) end(l *Lease, st State, reason string) {
+	delete(s.leases, l.ID)
+	s.invalidate()
+	if s.opts.Store != nil {
+		if err := s.opts.Store.DeleteLease(l.ID); err != nil {
+			s.log.Error("lease ended but could not be removed from the store", "lease", l.ID, "err", err)
+		}
+	}
+	if l.UsedBytes > 0 {
+		s.stale = true // its memory shows as used until the next reading
+	}
+	l.State, l.Reason, l.Ended = st, reason, s.now()
+	s.remember(l)
+	ev := EventReleased
+	if st == StateExpired {
+		ev = EventExpired
+	}
+	s.emit(ev, l, reason)
+}
+
+func (s *state) remember(l *Lease) {
+	s.ended[l.ID] = l
+	s.endedQ = append(s.endedQ, l.ID)
+	if len(s.endedQ) > endedKeep {
+		delete(s.ended, s.endedQ[0])
+		s.endedQ = s.endedQ[1:]
+	}
+}

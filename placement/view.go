@@ -1,0 +1,61 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// View is the engine's state for display: accounting per GPU with the leases
+// on it, CPU leases, the queue in dispatch order, and counters.
+type View struct {
+	Taken    time.Time      `json:"taken"`
+	Provider string         `json:"provider"`
+	GPUs     []GPUView      `json:"gpus"`
+	CPU      []Lease        `json:"cpu_leases"`
+	Queue    []Lease        `json:"queue"`
+	Queued   map[string]int `json:"queued_by_priority"`
+	Stats    Stats          `json:"stats"`
+}
+
+// GPUView is one GPU's accounting and its leases.
+type GPUView struct {
+	Account
+	Leases []Lease `json:"leases"`
+}
+
+func (s *state) view() View {
+	_ = s.fresh() // show a young reading; on failure, the previous one
+	now := s.now()
+	v := View{Taken: s.snap.Taken, Provider: s.snap.Provider, GPUs: []GPUView{}, CPU: []Lease{}, Queue: []Lease{},
+		Queued: map[string]int{"high": 0, "normal": 0, "low": 0}, Stats: s.stats}
+	for _, a := range s.accounts() {
+		v.GPUs = append(v.GPUs, GPUView{Account: a, Leases: []Lease{}})
+	}
+	for _, l := range s.sortedLeases() {
+		if l.GPU == CPU {
+			v.CPU = append(v.CPU, l)
+			continue
+		}
+		for i := range v.GPUs {
+			if v.GPUs[i].UUID == l.GPU {
+				v.GPUs[i].Leases = append(v.GPUs[i].Leases, l)
+			}
+		}
+	}
+	for _, w := range s.ordered(now) {
+		v.Queue = append(v.Queue, w.lease.clone())
+		v.Queued[w.lease.Priority.String()]++
+	}
+	return v
+}
+
+// sortedLeases returns the granted leases, oldest first.
+func (s *state) sortedLeases() []Lease {
+	out := make([]Lease, 0, len(s.leases))
+	for _, l := range s.leases {
+		out = append(out, l.clone())
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return cmp.Or(a.Granted.Compare(b.Granted), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
