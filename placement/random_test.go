@@ -90,7 +90,14 @@ func worker(r *rig, rng *rand.Rand, n int) {
 		if err != nil {
 			continue
 		}
+		if l.GPUIndex >= 0 && rng.IntN(3) == 0 { // the holder allocates part of its lease
+			_ = r.sim.SetProcess(l.GPUIndex, l.Holder.PID, "holder", l.Bytes*int64(50+rng.IntN(51))/100)
+			if snap, err := r.reader.Refresh(ctx); err == nil {
+				_ = r.eng.Observe(ctx, snap)
+			}
+		}
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		r.sim.RemoveProcess(l.Holder.PID) // the holder frees its memory before it lets go
 		switch k := rng.IntN(10); {
 		case k < 5:
 			_, _ = r.eng.Release(ctx, l.ID, "done")
