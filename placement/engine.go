@@ -213,6 +213,10 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Event, func(), error) {
 	return ch, cancel, nil
 }
 
+// Ping returns once the owner loop has answered: a liveness check for the
+// systemd watchdog.
+func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state) {}) }
+
 // View returns the accounting per GPU, the leases and queue, and counters.
 func (e *Engine) View(ctx context.Context) (View, error) {
 	var v View

@@ -45,6 +45,9 @@ type Holder struct {
 	PID  int    `json:"pid"`
 	UID  int    `json:"uid"`
 	Name string `json:"name,omitempty"`
+	// StartTicks is the process start time (clock ticks since boot, from
+	// /proc/PID/stat) so a reused PID is not mistaken for the holder.
+	StartTicks uint64 `json:"start_ticks,omitempty"`
 }
 
 // Lease is GPU memory granted to a holder until it is released or expires.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 // View is the engine's state for display: accounting per GPU with the leases
@@ -11,6 +13,7 @@ import (
 type View struct {
 	Taken    time.Time      `json:"taken"`
 	Provider string         `json:"provider"`
+	Driver   string         `json:"driver,omitempty"`
 	GPUs     []GPUView      `json:"gpus"`
 	CPU      []Lease        `json:"cpu_leases"`
 	Queue    []Lease        `json:"queue"`
@@ -18,19 +21,20 @@ type View struct {
 	Stats    Stats          `json:"stats"`
 }
 
-// GPUView is one GPU's accounting and its leases.
+// GPUView is one GPU's reading, accounting and leases.
 type GPUView struct {
 	Account
-	Leases []Lease `json:"leases"`
+	Reading inventory.GPU `json:"-"`
+	Leases  []Lease       `json:"leases"`
 }
 
 func (s *state) view() View {
 	_ = s.fresh() // show a young reading; on failure, the previous one
 	now := s.now()
-	v := View{Taken: s.snap.Taken, Provider: s.snap.Provider, GPUs: []GPUView{}, CPU: []Lease{}, Queue: []Lease{},
+	v := View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, GPUs: []GPUView{}, CPU: []Lease{}, Queue: []Lease{},
 		Queued: map[string]int{"high": 0, "normal": 0, "low": 0}, Stats: s.stats}
-	for _, a := range s.accounts() {
-		v.GPUs = append(v.GPUs, GPUView{Account: a, Leases: []Lease{}})
+	for i, a := range s.accounts() {
+		v.GPUs = append(v.GPUs, GPUView{Account: a, Reading: s.snap.GPUs[i], Leases: []Lease{}})
 	}
 	for _, l := range s.sortedLeases() {
 		if l.GPU == CPU {

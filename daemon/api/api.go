@@ -1,0 +1,196 @@
+// Package api defines the JSON of wsched's HTTP API (version 1): requests,
+// responses and errors shared by the daemon and its clients, and the
+// environment a granted lease hands to the process that runs under it.
+package api
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// MaxBodyBytes bounds request bodies; larger ones are answered 413.
+const MaxBodyBytes = 64 << 10
+
+// ErrorBody is every error response: {"error":{"code":"…","message":"…"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names the error (a stable code) and explains it.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// LeaseRequest is the body of POST /v1/leases. Exactly one of MemoryBytes
+// and Model says how much memory is needed.
+type LeaseRequest struct {
+	MemoryBytes int64  `json:"memory_bytes,omitempty"`
+	Model       string `json:"model,omitempty"`
+	// With Model: the estimator's inputs.
+	Precision      string  `json:"precision,omitempty"`
+	Backend        string  `json:"backend,omitempty"`
+	SegmentSeconds float64 `json:"segment_seconds,omitempty"`
+	BatchSize      int     `json:"batch_size,omitempty"`
+	Beam           int     `json:"beam,omitempty"`
+	// Device is auto (default), cuda, cuda:N, a GPU UUID or cpu.
+	Device string `json:"device,omitempty"`
+	// Priority is high, normal (default) or low.
+	Priority string `json:"priority,omitempty"`
+	// TTLSeconds is the lease's time to live ([leases] default_ttl when 0).
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+	// WaitSeconds lets the request wait in the queue (long poll); 0 answers
+	// at once.
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	// Holder names the process the lease belongs to; by default the
+	// connecting process. Another PID must belong to the same user.
+	Holder *HolderRequest    `json:"holder,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// HolderRequest is the holder part of a lease request.
+type HolderRequest struct {
+	PID  int    `json:"pid,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// RenewRequest is the (optional) body of POST /v1/leases/{id}/renew.
+type RenewRequest struct {
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+}
+
+// PIDRequest is the body of POST /v1/leases/{id}/pids: one more process
+// whose GPU memory counts against the lease.
+type PIDRequest struct {
+	PID int `json:"pid"`
+}
+
+// Lease is a lease as the API shows it.
+type Lease struct {
+	ID            string            `json:"id"`
+	State         string            `json:"state"`
+	GPUIndex      int               `json:"gpu_index"`
+	GPUUUID       string            `json:"gpu_uuid,omitempty"`
+	GPUName       string            `json:"gpu_name,omitempty"`
+	MemoryBytes   int64             `json:"memory_bytes"`
+	Device        string            `json:"device"`
+	Priority      string            `json:"priority"`
+	Holder        placement.Holder  `json:"holder"`
+	PIDs          []int             `json:"pids,omitempty"`
+	TTLSeconds    float64           `json:"ttl_seconds"`
+	Created       time.Time         `json:"created"`
+	Granted       *time.Time        `json:"granted,omitempty"`
+	Expires       *time.Time        `json:"expires,omitempty"`
+	Ended         *time.Time        `json:"ended,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	UsedBytes     int64             `json:"used_bytes"`
+	Overrun       bool              `json:"overrun,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Estimate      any               `json:"estimate,omitempty"`
+	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// FromLease converts an engine lease; granted leases carry their Env.
+func FromLease(l placement.Lease) Lease {
+	out := Lease{
+		ID: l.ID, State: string(l.State), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, GPUName: l.GPUName,
+		MemoryBytes: l.Bytes, Device: l.Device.String(), Priority: l.Priority.String(), Holder: l.Holder,
+		PIDs: l.PIDs, TTLSeconds: l.TTL.Seconds(), Created: l.Created, Granted: optTime(l.Granted),
+		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes,
+		Overrun: l.Overrun, Labels: l.Labels, GPUTotalBytes: l.GPUTotalBytes,
+	}
+	if l.GPU == placement.CPU {
+		out.GPUUUID = ""
+	}
+	if l.State == placement.StateGranted {
+		out.Env = Env(l)
+	}
+	return out
+}
+
+// Env is the environment that pins a process to its lease: the GPU by UUID
+// (so the process sees exactly one device, as cuda:0), the lease's identity
+// and size, and the fraction of the GPU it may use
+// (torch.cuda.set_per_process_memory_fraction). CPU leases hide all GPUs.
+func Env(l placement.Lease) map[string]string {
+	env := map[string]string{
+		"WSCHED_LEASE_ID":     l.ID,
+		"WSCHED_MEMORY_BYTES": strconv.FormatInt(l.Bytes, 10),
+	}
+	if l.GPU == placement.CPU || l.GPU == "" {
+		env["CUDA_VISIBLE_DEVICES"] = ""
+		env["SENSEVOICE_DEVICE"] = "cpu"
+		return env
+	}
+	env["CUDA_VISIBLE_DEVICES"] = l.GPU
+	env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	env["SENSEVOICE_DEVICE"] = "cuda:0"
+	if l.GPUTotalBytes > 0 {
+		env["WSCHED_MEMORY_FRACTION"] = fmt.Sprintf("%.4f", float64(l.Bytes)/float64(l.GPUTotalBytes))
+	}
+	return env
+}
+
+// Event is one placement event on GET /v1/events.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Type   string    `json:"type"`
+	Lease  Lease     `json:"lease"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// FromEvent converts an engine event (without Env: events are broadcast).
+func FromEvent(e placement.Event) Event {
+	l := FromLease(e.Lease)
+	l.Env = nil
+	return Event{Seq: e.Seq, Time: e.Time, Type: string(e.Type), Lease: l, Reason: e.Reason}
+}
+
+// GPUs is the body of GET /v1/gpus.
+type GPUs struct {
+	Taken    time.Time `json:"taken"`
+	Provider string    `json:"provider"`
+	Driver   string    `json:"driver,omitempty"`
+	Policy   string    `json:"policy"`
+	GPUs     []GPU     `json:"gpus"`
+	CPU      []Lease   `json:"cpu_leases"`
+	Queue    []Lease   `json:"queue"`
+}
+
+// GPU is one GPU: its reading, its accounting and the leases on it.
+type GPU struct {
+	inventory.GPU
+	Accounting placement.Account `json:"accounting"`
+	Leases     []Lease           `json:"leases"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version         string          `json:"version"`
+	PID             int             `json:"pid"`
+	Started         time.Time       `json:"started"`
+	Socket          string          `json:"socket"`
+	StateDir        string          `json:"state_dir"`
+	Provider        string          `json:"provider"`
+	Policy          string          `json:"policy"`
+	GPUs            int             `json:"gpus"`
+	Leases          int             `json:"leases"`
+	LeasedBytes     int64           `json:"leased_bytes"`
+	QueueLength     int             `json:"queue_length"`
+	QueueByPrio     map[string]int  `json:"queue_by_priority"`
+	Stats           placement.Stats `json:"stats"`
+	SocketActivated bool            `json:"socket_activated"`
+}

@@ -1,0 +1,203 @@
+package procwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Watcher reports processes' exits on one channel. On Linux 5.3+ it opens a
+// pidfd per process and waits on all of them with one epoll set, so an exit
+// is seen at once; elsewhere it polls every PollInterval.
+type Watcher struct {
+	log    *slog.Logger
+	exited chan int
+
+	mu      sync.Mutex
+	byPID   map[int]int // pid → pidfd (−1 when polling)
+	byFD    map[int]int // pidfd → pid
+	epfd    int         // −1 when polling
+	wakeFD  int         // eventfd that interrupts epoll_wait
+	closed  bool
+	polling bool
+}
+
+// PollInterval is how often the fallback checks watched processes.
+const PollInterval = 250 * time.Millisecond
+
+// NewWatcher returns a watcher; Run must run for exits to be reported.
+func NewWatcher(log *slog.Logger) (*Watcher, error) {
+	w := &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{}, epfd: -1, wakeFD: -1}
+	fd, err := unix.PidfdOpen(unix.Getpid(), 0)
+	if err != nil {
+		log.Warn("pidfd unavailable; watching holders by polling", "interval", PollInterval, "err", err)
+		w.polling = true
+		return w, nil
+	}
+	unix.Close(fd)
+	if w.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	if w.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		unix.Close(w.epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(w.wakeFD)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, w.wakeFD, &ev); err != nil {
+		w.closeFDs()
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
+	return w, nil
+}
+
+// Exited delivers the PID of each watched process that exited, once.
+func (w *Watcher) Exited() <-chan int { return w.exited }
+
+// Watch starts watching pid. A process that is already gone is reported at
+// once. Watching a PID twice is harmless.
+func (w *Watcher) Watch(pid int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errors.New("watcher closed")
+	}
+	if _, ok := w.byPID[pid]; ok {
+		return nil
+	}
+	if w.polling {
+		w.byPID[pid] = -1
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		go func() { w.exited <- pid }()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("epoll_ctl pidfd %d: %w", pid, err)
+	}
+	w.byPID[pid], w.byFD[fd] = fd, pid
+	return nil
+}
+
+// Unwatch stops watching pid.
+func (w *Watcher) Unwatch(pid int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forget(pid)
+}
+
+func (w *Watcher) forget(pid int) {
+	fd, ok := w.byPID[pid]
+	if !ok {
+		return
+	}
+	delete(w.byPID, pid)
+	if fd >= 0 {
+		delete(w.byFD, fd)
+		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+		unix.Close(fd)
+	}
+}
+
+// Run reports exits until ctx ends, then releases its descriptors.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer w.shutdown()
+	if w.polling {
+		return w.poll(ctx)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.wakeFD >= 0 {
+			_, _ = unix.Write(w.wakeFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		}
+	})
+	defer stop()
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(w.epfd, events, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		for _, ev := range events[:n] {
+			if int(ev.Fd) != w.wakeFD {
+				w.report(int(ev.Fd))
+			}
+		}
+	}
+}
+
+func (w *Watcher) report(fd int) {
+	w.mu.Lock()
+	pid, ok := w.byFD[fd]
+	if ok {
+		w.forget(pid)
+	}
+	w.mu.Unlock()
+	if ok {
+		w.exited <- pid
+	}
+}
+
+func (w *Watcher) poll(ctx context.Context) error {
+	t := time.NewTimer(PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		w.mu.Lock()
+		var gone []int
+		for pid := range w.byPID {
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				gone = append(gone, pid)
+				w.forget(pid)
+			}
+		}
+		w.mu.Unlock()
+		for _, pid := range gone {
+			w.exited <- pid
+		}
+		t.Reset(PollInterval)
+	}
+}
+
+func (w *Watcher) shutdown() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for pid := range w.byPID {
+		w.forget(pid)
+	}
+	w.closeFDs()
+}
+
+func (w *Watcher) closeFDs() {
+	if w.wakeFD >= 0 {
+		unix.Close(w.wakeFD)
+		w.wakeFD = -1
+	}
+	if w.epfd >= 0 {
+		unix.Close(w.epfd)
+		w.epfd = -1
+	}
+}
