@@ -3,8 +3,6 @@ package estimator
 import (
 	"fmt"
 	"strings"
-
-	"github.com/wsched/wsched/estimator/ggml"
 )
 
 // Suggestions name only changes that lower memory for the chosen backend,
@@ -62,7 +60,7 @@ func (e *Estimator) whisperCppSuggestions(req Request, f formula) []string {
 				try("a quantized "+q+" model file", alt)
 			}
 		}
-	} else if !f.whisper.quantizedFile(req.Header) {
+	} else if !req.Header.WeightType().Quantized() {
 		out = append(out, "a quantized model file (q8_0 or q5_0 from whisper.cpp's quantize tool) shrinks the weights by 47-66%")
 	}
 	if req.decoders() > 1 {
@@ -82,10 +80,6 @@ func (e *Estimator) whisperCppSuggestions(req Request, f formula) []string {
 		try("one processor instead of "+fmt.Sprint(req.Processors), alt)
 	}
 	return out
-}
-
-func (b *WhisperCppBuffers) quantizedFile(h *ggml.Model) bool {
-	return h != nil && h.WeightType().Quantized()
 }
 
 func pytorchSuggestions(req Request, b Breakdown) []string {
