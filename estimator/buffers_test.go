@@ -21,7 +21,10 @@ const testModels = "../../shared/models/whisper-empty"
 //	{
 //	  "whisper_cpp": "1.9.5", "ggml": "0.27.0", "how": "…",
 //	  "runs": [
-//	    {"file": "for-tests-ggml-tiny.bin",      // in shared/models/whisper-empty
+//	    {"file": "for-tests-ggml-tiny.bin",      // in shared/models/whisper-empty,
+//	     // or instead "name" and "hparams" (ggml.HParams JSON) for a header
+//	     // that is not in shared/
+
 //	     "device": "cpu" | "cuda",               // backend whisper.cpp used
 //	     "gpu": "NVIDIA H100 80GB HBM3",         // optional
 //	     "flash_attn": true,
@@ -36,6 +39,8 @@ type loggedRuns struct {
 	WhisperCpp string `json:"whisper_cpp"`
 	Runs       []struct {
 		File          string             `json:"file"`
+		Name          string             `json:"name"`
+		HParams       *ggml.HParams      `json:"hparams"`
 		Device        string             `json:"device"`
 		GPU           string             `json:"gpu"`
 		FlashAttn     bool               `json:"flash_attn"`
@@ -49,7 +54,7 @@ type loggedRuns struct {
 // CPU with probe.c) always, buffers.json (measured on GPUs) when present.
 // Every buffer must match what whisper.cpp prints to within tolMB.
 func TestWhisperCppBuffersMatchLogs(t *testing.T) {
-	for _, name := range []string{"cpu-probe.json", "buffers.json"} {
+	for _, name := range []string{"cpu-probe.json", "cpu-synthetic.json", "buffers.json"} {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata/whispercpp-1.9.5", name))
 			if errors.Is(err, fs.ErrNotExist) {
@@ -66,15 +71,19 @@ func TestWhisperCppBuffersMatchLogs(t *testing.T) {
 				t.Fatal("no runs")
 			}
 			for _, run := range doc.Runs {
-				t.Run(fmt.Sprintf("%s/%s/fa=%v", run.File, run.Device, run.FlashAttn), func(t *testing.T) {
-					m, err := ggml.ReadFile(filepath.Join(testModels, run.File))
-					if errors.Is(err, fs.ErrNotExist) {
-						t.Skip("model file not available")
+				t.Run(fmt.Sprintf("%s%s/%s/fa=%v", run.File, run.Name, run.Device, run.FlashAttn), func(t *testing.T) {
+					hp := run.HParams
+					if hp == nil {
+						m, err := ggml.ReadFile(filepath.Join(testModels, run.File))
+						if errors.Is(err, fs.ErrNotExist) {
+							t.Skip("model file not available")
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						hp = &m.HParams
 					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := WhisperCppLogged(m.HParams, nil, run.Device, run.FlashAttn)
+					got, err := WhisperCppLogged(*hp, nil, run.Device, run.FlashAttn)
 					if err != nil {
 						t.Fatal(err)
 					}
