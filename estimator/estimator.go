@@ -167,7 +167,8 @@ type Config struct {
 	Margin float64
 	// LearnPercentile is the percentile of observed peaks used (default 0.95).
 	LearnPercentile float64
-	// LearnMargin is added on top of that percentile (default 0.10).
+	// LearnMargin is added on top of that percentile (0: default 0.10;
+	// negative: none).
 	LearnMargin float64
 	// Device is the whisper.cpp backend device: "cuda" (default) or "cpu".
 	Device string

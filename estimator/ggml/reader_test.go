@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -287,5 +288,20 @@ func TestReadSeeksInsteadOfReading(t *testing.T) {
 	}
 	if r.read > hdr+(64<<10)+4096 {
 		t.Errorf("read %d bytes of a %d-byte file; data should be seeked over", r.read, len(data))
+	}
+}
+
+func TestTypeJSON(t *testing.T) {
+	raw, err := json.Marshal(map[Type]int64{TypeQ5_0: 1, TypeF32: 2})
+	if err != nil || string(raw) != `{"f32":2,"q5_0":1}` {
+		t.Fatalf("%s %v", raw, err)
+	}
+	var back map[Type]int64
+	if err := json.Unmarshal(raw, &back); err != nil || back[TypeQ5_0] != 1 {
+		t.Fatalf("%v %v", back, err)
+	}
+	var bad Type
+	if err := bad.UnmarshalText([]byte("q9_9")); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("q9_9: %v", err)
 	}
 }

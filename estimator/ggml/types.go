@@ -224,3 +224,16 @@ func FTypeFor(t Type) (FType, bool) {
 	}
 	return best, found
 }
+
+// MarshalText writes the type's name, so JSON shows "q5_0" rather than 6.
+func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText accepts a name ParseType knows.
+func (t *Type) UnmarshalText(b []byte) error {
+	v, ok := ParseType(string(b))
+	if !ok {
+		return fmt.Errorf("ggml type %q: %w", b, ErrUnknownType)
+	}
+	*t = v
+	return nil
+}
