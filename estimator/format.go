@@ -1,0 +1,71 @@
+package estimator
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText renders r for people, like the seed's report: total,
+// recommended, the breakdown, each GPU's fit, suggestions and, with explain,
+// the reasoning. The CLI prints this; --json prints r itself.
+func (r Result) WriteText(w io.Writer, explain bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
+	p("backend\t%s\n", r.Backend)
+	p("model\t%s (%s)\n", r.Model, r.Precision)
+	p("total\t%s (%s)\n", FormatBytes(r.TotalBytes), r.Source)
+	p("recommended\t%s\n", FormatBytes(r.RecommendedBytes))
+	for i, c := range r.Breakdown.components() {
+		label := ""
+		if i == 0 {
+			label = "breakdown"
+		}
+		p("%s\t  %s\t%s\n", label, c.name, FormatBytes(c.bytes))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range r.GPUs {
+		ok := "insufficient"
+		if g.Sufficient {
+			ok = "sufficient"
+		}
+		fmt.Fprintf(w, "gpu %d (%s): %s available, %s, %d copies\n", g.Index, g.Name, FormatBytes(g.AvailableBytes), ok, g.Copies)
+	}
+	if len(r.Suggestions) > 0 {
+		fmt.Fprintln(w, "suggestions:")
+		for _, s := range r.Suggestions {
+			fmt.Fprintf(w, "  - %s\n", s)
+		}
+	}
+	if explain {
+		fmt.Fprintln(w, "explain:")
+		for _, s := range r.Explain {
+			fmt.Fprintf(w, "  - %s\n", s)
+		}
+	}
+	return nil
+}
+
+type component struct {
+	name  string
+	bytes int64
+}
+
+// components lists the non-zero additive parts in a fixed order.
+func (b Breakdown) components() []component {
+	all := []component{
+		{"weights", b.Weights}, {"kv_self", b.KVSelf}, {"kv_cross", b.KVCross}, {"kv_pad", b.KVPad},
+		{"compute", b.Compute}, {"cuda_pool", b.CUDAPool}, {"transient", b.Transient},
+		{"activations", b.Activations}, {"audio", b.Audio}, {"batch", b.Batch},
+		{"overhead", b.Overhead}, {"context", b.Context}, {"learned", b.Learned},
+	}
+	out := all[:0]
+	for _, c := range all {
+		if c.bytes != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package estimator
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Key identifies a kind of process whose measured peaks are comparable:
+// the same backend, model (file sha256 or name), precision, number of
+// decoded sequences (beam/best-of), batch (whisper.cpp: processors) and GPU
+// model. The daemon records NVML's peak for a lease's holder under it.
+type Key struct {
+	Backend   Backend `json:"backend"`
+	Model     string  `json:"model"`
+	Precision string  `json:"precision"`
+	Beam      int     `json:"beam"`
+	Batch     int     `json:"batch"`
+	GPUModel  string  `json:"gpu_model"`
+}
+
+// String is a stable, unambiguous encoding for use as a storage key.
+func (k Key) String() string {
+	parts := []string{string(k.Backend), k.Model, k.Precision, strconv.Itoa(k.Beam), strconv.Itoa(k.Batch), k.GPUModel}
+	for i, p := range parts {
+		parts[i] = strconv.Quote(p)
+	}
+	return strings.Join(parts, "|")
+}
+
+// Store is the read side of what the estimator learns from: peak bytes
+// observed per Key and CUDA context bytes per GPU model. The daemon
+// implements it over its database; MemStore is the in-memory one.
+type Store interface {
+	Peaks(k Key) ([]int64, error)
+	Contexts(gpuModel string) ([]int64, error)
+}
+
+// Recorder is the write side.
+type Recorder interface {
+	RecordPeak(k Key, bytes int64) error
+	RecordContext(gpuModel string, bytes int64) error
+}
+
+var (
+	_ Store    = (*MemStore)(nil)
+	_ Recorder = (*MemStore)(nil)
+)
+
+// MemStore keeps the last Limit observations per key in memory.
+type MemStore struct {
+	Limit    int
+	mu       sync.Mutex
+	peaks    map[string][]int64
+	contexts map[string][]int64
+}
+
+// NewMemStore returns an empty store keeping limit samples per key (<= 0: 100).
+func NewMemStore(limit int) *MemStore {
+	if limit <= 0 {
+		limit = 100
+	}
+	return &MemStore{Limit: limit, peaks: map[string][]int64{}, contexts: map[string][]int64{}}
+}
+
+func (s *MemStore) add(m map[string][]int64, k string, v int64) error {
+	if v <= 0 {
+		return fmt.Errorf("record %d bytes: %w", v, ErrBadRequest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	xs := append(m[k], v)
+	if len(xs) > s.Limit {
+		xs = xs[len(xs)-s.Limit:]
+	}
+	m[k] = xs
+	return nil
+}
+
+// RecordPeak adds one observed peak for k.
+func (s *MemStore) RecordPeak(k Key, b int64) error { return s.add(s.peaks, k.String(), b) }
+
+// RecordContext adds one observed CUDA context size for a GPU model.
+func (s *MemStore) RecordContext(gpu string, b int64) error { return s.add(s.contexts, gpu, b) }
+
+// Peaks returns the observations for k.
+func (s *MemStore) Peaks(k Key) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.peaks[k.String()]), nil
+}
+
+// Contexts returns the context observations for a GPU model.
+func (s *MemStore) Contexts(gpu string) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.contexts[gpu]), nil
+}
+
+// Percentile is the nearest-rank p-quantile (0 < p <= 1) of xs; 0 if empty.
+func Percentile(xs []int64, p float64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(rank, 0), len(s)-1)]
+}
+
+// applyLearnedContext swaps the configured CUDA context for the learned one
+// of this GPU model, when the profile has a context term.
+func (e *Estimator) applyLearnedContext(f *formula, gpuModel string) error {
+	if e.store == nil || gpuModel == "" || f.breakdown.Context == 0 {
+		return nil
+	}
+	obs, err := e.store.Contexts(gpuModel)
+	if err != nil {
+		return fmt.Errorf("estimate: learned context for %q: %w", gpuModel, err)
+	}
+	if len(obs) == 0 {
+		return nil
+	}
+	c := Percentile(obs, e.cfg.LearnPercentile)
+	f.explain = append(f.explain, fmt.Sprintf("context: learned %s for %s (p%.0f of %d observations) instead of %s",
+		FormatBytes(c), gpuModel, e.cfg.LearnPercentile*100, len(obs), FormatBytes(f.breakdown.Context)))
+	f.breakdown.Context = c
+	return nil
+}
+
+// applyLearned raises the estimate to the learned peak when that is higher:
+// total = max(formula, pXX(observed) × (1 + learn margin)).
+func (e *Estimator) applyLearned(res *Result) error {
+	if e.store == nil {
+		return nil
+	}
+	obs, err := e.store.Peaks(res.Key)
+	if err != nil {
+		return fmt.Errorf("estimate: learned peaks for %s: %w", res.Key, err)
+	}
+	if len(obs) == 0 {
+		res.Explain = append(res.Explain, "learning: no measured peak for this key yet; the formula applies")
+		return nil
+	}
+	p := Percentile(obs, e.cfg.LearnPercentile)
+	learned := ceilMul(p, 1+e.cfg.LearnMargin)
+	why := fmt.Sprintf("learning: p%.0f of %d measured peaks is %s, × %.2f = %s; formula %s",
+		e.cfg.LearnPercentile*100, len(obs), FormatBytes(p), 1+e.cfg.LearnMargin, FormatBytes(learned), FormatBytes(res.FormulaBytes))
+	if learned <= res.FormulaBytes {
+		res.Explain = append(res.Explain, why+": the formula is higher and applies")
+		return nil
+	}
+	res.Explain = append(res.Explain, why+": the learned figure is higher and applies")
+	res.Source = "learned"
+	res.Breakdown.Learned = learned - res.FormulaBytes
+	res.TotalBytes = learned
+	res.RecommendedBytes = max(res.RecommendedBytes, learned)
+	return nil
+}
