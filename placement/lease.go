@@ -78,6 +78,8 @@ type Lease struct {
 	// UsedBytes is what NVML last measured for the lease's processes, and
 	// Overrun whether that exceeds the lease beyond the tolerance.
 	UsedBytes int64 `json:"used_bytes"`
+	// PeakBytes is the most NVML has measured for it during its life.
+	PeakBytes int64 `json:"peak_bytes,omitempty"`
 	Overrun   bool  `json:"overrun,omitempty"`
 	// Labels carry caller data through the lease (e.g. the estimate key).
 	Labels map[string]string `json:"labels,omitempty"`

@@ -205,6 +205,7 @@ func (s *state) reconcile() {
 			sum += used[l.GPU][pid]
 		}
 		l.UsedBytes = sum
+		l.PeakBytes = max(l.PeakBytes, sum)
 		over := float64(sum) > float64(l.Bytes)*tol
 		if over && !l.Overrun {
 			reason := fmt.Sprintf("uses %s of a %s lease (tolerance %.0f%%)", units.FormatBytes(sum),

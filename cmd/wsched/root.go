@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
 )
 
@@ -16,6 +18,7 @@ type app struct {
 	streams
 	lookupEnv  func(string) (string, bool)
 	configPath string
+	socket     string
 }
 
 func newRootCmd(a *app) *cobra.Command {
@@ -30,7 +33,10 @@ would pick.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "", "config file (default $WSCHED_CONFIG, then "+config.DefaultPath+")")
-	root.AddCommand(newGPUsCmd(a), newConfigCmd(a))
+	root.PersistentFlags().StringVar(&a.socket, "socket", "", "daemon socket (default $WSCHED_SOCKET, then [daemon] socket)")
+	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newServeCmd(a))
+	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
+	root.AddCommand(newRunCmd(a), newBenchCmd(a))
 	return root
 }
 
@@ -39,9 +45,33 @@ func (a *app) getenv(k string) string {
 	return v
 }
 
-// loadConfig reads the configuration named by --config / WSCHED_CONFIG.
+// loadConfig reads the configuration named by --config / WSCHED_CONFIG;
+// --socket wins over WSCHED_SOCKET and the file.
 func (a *app) loadConfig() (*config.Config, error) {
-	return config.Load(config.Options{Path: a.configPath, LookupEnv: a.lookupEnv})
+	cfg, err := config.Load(config.Options{Path: a.configPath, LookupEnv: a.lookupEnv})
+	if err != nil {
+		return nil, err
+	}
+	if a.socket != "" {
+		cfg.Daemon.Socket = a.socket
+	}
+	return cfg, nil
+}
+
+// client returns a daemon client for the configured socket.
+func (a *app) client() (*client.Client, *config.Config, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return client.New(cfg.Daemon.Socket), cfg, nil
+}
+
+// printJSON writes v indented.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // logger returns a text logger on stderr at the configured level.

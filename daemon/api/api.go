@@ -88,6 +88,7 @@ type Lease struct {
 	Ended         *time.Time        `json:"ended,omitempty"`
 	Reason        string            `json:"reason,omitempty"`
 	UsedBytes     int64             `json:"used_bytes"`
+	PeakBytes     int64             `json:"peak_bytes,omitempty"`
 	Overrun       bool              `json:"overrun,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
@@ -108,7 +109,7 @@ func FromLease(l placement.Lease) Lease {
 		ID: l.ID, State: string(l.State), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, GPUName: l.GPUName,
 		MemoryBytes: l.Bytes, Device: l.Device.String(), Priority: l.Priority.String(), Holder: l.Holder,
 		PIDs: l.PIDs, TTLSeconds: l.TTL.Seconds(), Created: l.Created, Granted: optTime(l.Granted),
-		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes,
+		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes, PeakBytes: l.PeakBytes,
 		Overrun: l.Overrun, Labels: l.Labels, GPUTotalBytes: l.GPUTotalBytes,
 	}
 	if l.GPU == placement.CPU {

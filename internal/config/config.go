@@ -51,6 +51,9 @@ type Inventory struct {
 	// MaxAge is how old a snapshot may be before a placement decision
 	// refreshes it.
 	MaxAge units.Duration `toml:"max_age"`
+	// RefreshInterval is how often the daemon re-reads the GPUs to reconcile
+	// leases with measured use and notice memory freed by other processes.
+	RefreshInterval units.Duration `toml:"refresh_interval"`
 	// NVMLLibrary overrides the path of libnvidia-ml.so.1 ("" = default search).
 	NVMLLibrary string `toml:"nvml_library"`
 	// Sim declares the simulated GPUs for provider "sim".
@@ -104,6 +107,8 @@ type ScoreWeights struct {
 
 // Leases is the [leases] section.
 type Leases struct {
+	// DefaultMemory is leased when a request gives neither memory nor model.
+	DefaultMemory units.Bytes `toml:"default_memory"`
 	// DefaultTTL applies when a request names no ttl.
 	DefaultTTL units.Duration `toml:"default_ttl"`
 	// MaxTTL caps requested TTLs.

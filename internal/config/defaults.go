@@ -17,8 +17,9 @@ func Defaults() *Config {
 			LogFormat:   "text",
 		},
 		Inventory: Inventory{
-			Provider: ProviderAuto,
-			MaxAge:   units.Duration(500 * time.Millisecond),
+			Provider:        ProviderAuto,
+			MaxAge:          units.Duration(500 * time.Millisecond),
+			RefreshInterval: units.Duration(time.Second),
 		},
 		Placement: Placement{
 			Policy:         PolicySpread,
@@ -35,6 +36,7 @@ func Defaults() *Config {
 			},
 		},
 		Leases: Leases{
+			DefaultMemory:    units.Bytes(2 * units.GiB),
 			DefaultTTL:       units.Duration(60 * time.Second),
 			MaxTTL:           units.Duration(24 * time.Hour),
 			MaxWait:          units.Duration(10 * time.Minute),

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/device"
@@ -52,6 +53,9 @@ func (d Daemon) validate() error {
 }
 
 func (inv Inventory) validate() error {
+	if inv.RefreshInterval < units.Duration(100*time.Millisecond) {
+		return bad("inventory.refresh_interval", "%s is not allowed: want at least 100ms", inv.RefreshInterval)
+	}
 	if inv.Provider == ProviderSim && len(inv.Sim) == 0 {
 		return bad("inventory.provider", `"sim" needs at least one [[inventory.sim]] GPU`)
 	}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/wsched/wsched/daemon"
+)
+
+// version is set at build time: -ldflags "-X main.version=…".
+var version = "dev"
+
+func newServeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the placement daemon (systemd: wsched.service)",
+		Long: `Serve the placement API on the Unix socket ([daemon] socket, or the socket systemd
+passes by activation). Leases persist in [daemon] state_dir and are restored on
+restart when their holders still live. SIGTERM shuts down gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Version: version})
+			if err != nil {
+				return err
+			}
+			return d.Run(cmd.Context())
+		},
+	}
+}

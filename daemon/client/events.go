@@ -1,0 +1,76 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/wsched/wsched/daemon/api"
+)
+
+// ErrLagged means the daemon dropped the stream because the reader fell
+// behind; reconnect to continue.
+var ErrLagged = fmt.Errorf("event stream dropped: the reader fell behind")
+
+// Events follows GET /v1/events, calling f for each event until ctx ends,
+// f returns an error, or the stream ends.
+func (c *Client) Events(ctx context.Context, f func(api.Event) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched/v1/events", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return decodeError(resp)
+	}
+	return ReadSSE(resp.Body, func(event, data string) error {
+		if event == "lagged" {
+			return ErrLagged
+		}
+		var ev api.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		return f(ev)
+	})
+}
+
+// ReadSSE parses a Server-Sent Events stream, calling f with each event's
+// type ("message" when unnamed) and data (multi-line data joined by \n).
+func ReadSSE(r io.Reader, f func(event, data string) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	event, data, has := "", []string{}, false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if has {
+				if event == "" {
+					event = "message"
+				}
+				if err := f(event, strings.Join(data, "\n")); err != nil {
+					return err
+				}
+			}
+			event, data, has = "", data[:0], false
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			event, has = strings.TrimSpace(line[len("event:"):]), true
+		case strings.HasPrefix(line, "data:"):
+			data, has = append(data, strings.TrimPrefix(line[len("data:"):], " ")), true
+		}
+	}
+	return sc.Err()
+}

@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+const GiB = units.GiB
+
+// testDaemon is a daemon serving a real Unix socket in a temp dir, over
+// simulated GPUs.
+type testDaemon struct {
+	t      *testing.T
+	cfg    *config.Config
+	sim    *inventory.Sim
+	d      *Daemon
+	c      *client.Client
+	socket string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startDaemon serves n simulated GPUs of size bytes; mod adjusts the config.
+func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *testDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Defaults()
+	cfg.Daemon.StateDir = filepath.Join(dir, "state")
+	cfg.Daemon.Socket = filepath.Join(dir, "wsched.sock")
+	cfg.Daemon.SocketMode = 0o666
+	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
+	cfg.Inventory.Provider = config.ProviderSim
+	cfg.Inventory.RefreshInterval = units.Duration(100 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: "Sim GPU", Memory: units.Bytes(size)})
+	}
+	if mod != nil {
+		mod(cfg)
+	}
+	return runDaemon(t, cfg)
+}
+
+func runDaemon(t *testing.T, cfg *config.Config) *testDaemon {
+	t.Helper()
+	sim := inventory.NewSim(cfg.Inventory.Sim)
+	p, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := New(Options{Config: cfg, Log: log, Provider: p, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	td := &testDaemon{t: t, cfg: cfg, sim: sim, d: d, socket: cfg.Daemon.Socket, cancel: cancel, done: make(chan error, 1)}
+	go func() { td.done <- d.Run(ctx) }()
+	td.c = client.New(td.socket)
+	deadline := time.Now().Add(10 * time.Second)
+	for td.c.Health(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("daemon did not come up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Cleanup(td.stop)
+	return td
+}
+
+func (td *testDaemon) stop() {
+	if td.cancel == nil {
+		return
+	}
+	td.cancel()
+	if err := <-td.done; err != nil {
+		td.t.Errorf("daemon: %v", err)
+	}
+	td.cancel = nil
+	td.c.Close()
+}
+
+// testWriter sends daemon logs to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p[:len(p)-1]))
+	return len(p), nil
+}
+
+// raw sends an HTTP request over the socket and returns status and body.
+func (td *testDaemon) raw(method, path, body string) (int, string) {
+	td.t.Helper()
+	conn, err := net.Dial("unix", td.socket)
+	if err != nil {
+		td.t.Fatal(err)
+	}
+	defer conn.Close()
+	return rawRequest(td.t, conn, method, path, body)
+}
+
+func fileMode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}

@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/placement"
+)
+
+// httpError is an error with the status and code the API answers with.
+type httpError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *httpError) Error() string { return e.err.Error() }
+func (e *httpError) Unwrap() error { return e.err }
+
+func badRequest(code string, format string, args ...any) error {
+	return &httpError{status: http.StatusBadRequest, code: code, err: fmt.Errorf(format, args...)}
+}
+
+func forbidden(format string, args ...any) error {
+	return &httpError{status: http.StatusForbidden, code: "forbidden", err: fmt.Errorf(format, args...)}
+}
+
+// engineStatus maps the placement engine's errors to HTTP.
+var engineStatus = []struct {
+	err    error
+	status int
+	code   string
+}{
+	// Most specific first: a timeout wraps the no-fit reason.
+	{placement.ErrTimeout, http.StatusGatewayTimeout, "timeout"},
+	{placement.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+	{placement.ErrNotFound, http.StatusNotFound, "not_found"},
+	{placement.ErrEnded, http.StatusGone, "lease_ended"},
+	{placement.ErrNoFit, http.StatusConflict, "no_fit"},
+	{placement.ErrTooLarge, http.StatusConflict, "too_large"},
+	{placement.ErrNoSuchGPU, http.StatusConflict, "no_such_gpu"},
+	{placement.ErrCancelled, http.StatusConflict, "cancelled"},
+	{placement.ErrQueueFull, http.StatusServiceUnavailable, "queue_full"},
+	{placement.ErrNoInventory, http.StatusServiceUnavailable, "no_inventory"},
+	{placement.ErrStopped, http.StatusServiceUnavailable, "shutting_down"},
+}
+
+// writeError answers {"error":{"code","message"}} with a fitting status.
+func writeError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	var he *httpError
+	if errors.As(err, &he) {
+		status, code = he.status, he.code
+	} else {
+		for _, m := range engineStatus {
+			if errors.Is(err, m.err) {
+				status, code = m.status, m.code
+				break
+			}
+		}
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// decodeBody reads a JSON request body strictly: at most api.MaxBodyBytes
+// (413 beyond), unknown fields rejected, type errors naming the field. An
+// empty body leaves v as it is when optional.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+	return DecodeJSON(body, v, optional)
+}
+
+// DecodeJSON is the request decoder, separate from HTTP so it can be fuzzed.
+func DecodeJSON(body io.Reader, v any, optional bool) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF) && optional:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest("invalid_json", "request body is empty: want a JSON object")
+	default:
+		return jsonError(err)
+	}
+	if dec.More() {
+		return badRequest("invalid_json", "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
+			err: fmt.Errorf("request body is larger than %d bytes", tooBig.Limit)}
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(body)"
+		}
+		return badRequest("invalid_field", "field %s: want %s, got JSON %s", field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return badRequest("invalid_json", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown_field", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("invalid_json", "request body ends inside the JSON object")
+	}
+	return badRequest("invalid_json", "malformed JSON: %v", err)
+}

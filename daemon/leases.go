@@ -1,0 +1,223 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/procwatch"
+	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/placement/device"
+)
+
+// seconds converts an API seconds field, rejecting negative and absurd values.
+func seconds(field string, v float64) (time.Duration, error) {
+	if v < 0 || math.IsNaN(v) || v > 10*365*24*3600 {
+		return 0, badRequest("invalid_field", "field %s: %v is not allowed: want seconds from 0", field, v)
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// leaseRequest turns an API request into an engine request: memory (given
+// or estimated), device, priority, times and the holder.
+func (d *Daemon) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Request, any, error) {
+	var req placement.Request
+	var err error
+	if req.Device, err = device.Parse(body.Device); err != nil {
+		return req, nil, badRequest("invalid_field", "field device: %v", err)
+	}
+	if req.Priority, err = placement.ParsePriority(body.Priority); err != nil {
+		return req, nil, badRequest("invalid_field", "field priority: %q is not allowed: want high, normal or low", body.Priority)
+	}
+	if req.TTL, err = seconds("ttl_seconds", body.TTLSeconds); err != nil {
+		return req, nil, err
+	}
+	if req.Wait, err = seconds("wait_seconds", body.WaitSeconds); err != nil {
+		return req, nil, err
+	}
+	if req.Holder, err = d.resolveHolder(peer, body.Holder); err != nil {
+		return req, nil, err
+	}
+	req.Labels = body.Labels
+	var est any
+	switch {
+	case body.MemoryBytes < 0:
+		return req, nil, badRequest("invalid_field", "field memory_bytes: %d is not allowed: want bytes above 0", body.MemoryBytes)
+	case body.MemoryBytes > 0 && body.Model != "":
+		return req, nil, badRequest("invalid_request", "give memory_bytes or model, not both")
+	case body.MemoryBytes > 0:
+		req.Bytes = body.MemoryBytes
+	case body.Model != "":
+		res, err := d.estimateForLease(body)
+		if err != nil {
+			return req, nil, err
+		}
+		req.Bytes, est = res.RecommendedBytes, res
+		req.Labels = withLabel(req.Labels, labelEstimateKey, keyLabel(res.Key))
+	case req.Device.Kind != device.CPU:
+		req.Bytes = int64(d.cfg.Leases.DefaultMemory) // neither given: [leases] default_memory
+	}
+	return req, est, nil
+}
+
+func withLabel(m map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for a, b := range m {
+		out[a] = b
+	}
+	out[k] = v
+	return out
+}
+
+// resolveHolder decides whose lease it is: the connecting process, or a PID
+// the request names that belongs to the same user (root may name any).
+func (d *Daemon) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holder, error) {
+	if !peer.Known {
+		return placement.Holder{}, forbidden("leases need the Unix socket: the peer's identity is unknown")
+	}
+	pid := peer.PID
+	if h != nil && h.PID != 0 {
+		pid = h.PID
+	}
+	info, err := procwatch.Read(d.procRoot, pid)
+	if err != nil {
+		return placement.Holder{}, badRequest("invalid_field", "field holder.pid: %v", err)
+	}
+	if pid != peer.PID && !peer.IsRoot() && info.UID != peer.UID {
+		return placement.Holder{}, forbidden("holder pid %d belongs to uid %d, not to uid %d", pid, info.UID, peer.UID)
+	}
+	name := info.Name
+	if h != nil && h.Name != "" {
+		name = h.Name
+	}
+	return placement.Holder{PID: pid, UID: info.UID, Name: name, StartTicks: info.StartTicks}, nil
+}
+
+// authorize allows the holder's user and root to change a lease.
+func authorize(peer Peer, l placement.Lease) error {
+	if peer.IsRoot() || (peer.Known && peer.UID == l.Holder.UID) {
+		return nil
+	}
+	return forbidden("lease %s belongs to uid %d; only that user or root may change it", l.ID, l.Holder.UID)
+}
+
+func (d *Daemon) postLease(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
+	var body api.LeaseRequest
+	if err := decodeBody(w, r, &body, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, est, err := d.leaseRequest(peer, body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := d.eng.Acquire(r.Context(), req)
+	if err != nil {
+		d.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
+		writeError(w, err)
+		return
+	}
+	d.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	out := api.FromLease(l)
+	out.Estimate = est
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
+	v, err := d.eng.View(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []api.Lease{}
+	for _, g := range v.GPUs {
+		for _, l := range g.Leases {
+			out = append(out, api.FromLease(l))
+		}
+	}
+	for _, l := range append(v.CPU, v.Queue...) {
+		out = append(out, api.FromLease(l))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
+}
+
+func (d *Daemon) getLease(w http.ResponseWriter, r *http.Request) {
+	l, err := d.eng.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromLease(l))
+}
+
+// changeLease loads a lease, checks the peer may change it, and applies f.
+func (d *Daemon) changeLease(w http.ResponseWriter, r *http.Request, what string, f func(ctx context.Context, l placement.Lease) (placement.Lease, error)) {
+	peer := peerFrom(r.Context())
+	l, err := d.eng.Get(r.Context(), r.PathValue("id"))
+	if err == nil {
+		err = authorize(peer, l)
+	}
+	if err == nil {
+		l, err = f(r.Context(), l)
+	}
+	if err != nil {
+		d.log.Info("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
+		writeError(w, err)
+		return
+	}
+	d.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	writeJSON(w, http.StatusOK, api.FromLease(l))
+}
+
+func (d *Daemon) renewLease(w http.ResponseWriter, r *http.Request) {
+	var body api.RenewRequest
+	if err := decodeBody(w, r, &body, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	ttl, err := seconds("ttl_seconds", body.TTLSeconds)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d.changeLease(w, r, "renewed", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		return d.eng.Renew(ctx, l.ID, ttl)
+	})
+}
+
+func (d *Daemon) deleteLease(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
+	d.changeLease(w, r, "released", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		return d.eng.Release(ctx, l.ID, fmt.Sprintf("released by uid %d (pid %d)", peer.UID, peer.PID))
+	})
+}
+
+func (d *Daemon) addLeasePID(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
+	var body api.PIDRequest
+	if err := decodeBody(w, r, &body, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	info, err := procwatch.Read(d.procRoot, body.PID)
+	if err != nil {
+		writeError(w, badRequest("invalid_field", "field pid: %v", err))
+		return
+	}
+	if !peer.IsRoot() && info.UID != peer.UID {
+		writeError(w, forbidden("pid %d belongs to uid %d, not to uid %d", body.PID, info.UID, peer.UID))
+		return
+	}
+	d.changeLease(w, r, "pid added", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		l, err := d.eng.AddPID(ctx, l.ID, body.PID)
+		if err == nil {
+			err = d.watch.Watch(body.PID)
+		}
+		return l, err
+	})
+}

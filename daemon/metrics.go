@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics is the daemon's Prometheus registry: the placement state, read
+// from the engine at scrape time, and request latency.
+type metrics struct {
+	d       *Daemon
+	reg     *prometheus.Registry
+	latency *prometheus.HistogramVec
+
+	gpuBytes *prometheus.Desc
+	leases   *prometheus.Desc
+	queue    *prometheus.Desc
+	counters map[string]*prometheus.Desc
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		d:   d,
+		reg: prometheus.NewRegistry(),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wsched_http_request_duration_seconds",
+			Help:    "API request latency by route and status (long polls included).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"route", "code"}),
+		gpuBytes: prometheus.NewDesc("wsched_gpu_memory_bytes",
+			"GPU memory by the accounting formula: kind is total, used, free, reserved, usable, foreign, leased or available.",
+			[]string{"gpu", "uuid", "name", "kind"}, nil),
+		leases: prometheus.NewDesc("wsched_leases", "Leases by state (granted on GPUs or CPU).", []string{"state", "device"}, nil),
+		queue:  prometheus.NewDesc("wsched_queue_length", "Requests waiting for memory, by priority.", []string{"priority"}, nil),
+		counters: map[string]*prometheus.Desc{
+			"requests":   prometheus.NewDesc("wsched_requests_total", "Lease requests received.", nil, nil),
+			"grants":     prometheus.NewDesc("wsched_grants_total", "Leases granted.", nil, nil),
+			"rejections": prometheus.NewDesc("wsched_rejections_total", "Requests rejected (no fit, queue full, timeout, cancelled, invalid).", nil, nil),
+			"releases":   prometheus.NewDesc("wsched_releases_total", "Leases released.", nil, nil),
+			"expiries":   prometheus.NewDesc("wsched_expiries_total", "Leases expired without renewal.", nil, nil),
+			"overruns":   prometheus.NewDesc("wsched_overruns_total", "Holders seen using more than their lease.", nil, nil),
+			"renewals":   prometheus.NewDesc("wsched_renewals_total", "Lease renewals.", nil, nil),
+		},
+	}
+	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.gpuBytes
+	ch <- m.leases
+	ch <- m.queue
+	for _, d := range m.counters {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector from one engine view.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := m.d.eng.View(ctx)
+	if err != nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, val float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, val, labels...)
+	}
+	gpuLeases := 0
+	for _, g := range v.GPUs {
+		idx := strconv.Itoa(g.Index)
+		for kind, val := range map[string]int64{
+			"total": g.TotalBytes, "used": g.UsedBytes, "free": g.FreeBytes, "reserved": g.ReservedBytes,
+			"usable": g.UsableBytes, "foreign": g.ForeignBytes, "leased": g.LeasedBytes, "available": g.AvailableOrZero(),
+		} {
+			gauge(m.gpuBytes, float64(val), idx, g.UUID, g.Name, kind)
+		}
+		gpuLeases += len(g.Leases)
+	}
+	gauge(m.leases, float64(gpuLeases), "granted", "gpu")
+	gauge(m.leases, float64(len(v.CPU)), "granted", "cpu")
+	gauge(m.leases, float64(len(v.Queue)), "queued", "")
+	for p, n := range v.Queued {
+		gauge(m.queue, float64(n), p)
+	}
+	st := v.Stats
+	for name, val := range map[string]uint64{
+		"requests": st.Requests, "grants": st.Grants, "rejections": st.Rejections, "releases": st.Releases,
+		"expiries": st.Expiries, "overruns": st.Overruns, "renewals": st.Renewals,
+	} {
+		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(val))
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// instrument records each request's latency under its route pattern.
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.latency.WithLabelValues(route, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status code; Unwrap keeps flushing (SSE)
+// working through http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
