@@ -221,7 +221,9 @@ func startEcho(path string) (string, func(), error) {
 // echoClient makes the same two requests a lease cycle makes.
 func echoClient(socket string) func(context.Context) error {
 	hc := &http.Client{Transport: &http.Transport{
-		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", socket) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
 		MaxIdleConnsPerHost: 64,
 	}}
 	body := `{"memory_bytes":1073741824,"ttl_seconds":60}`
