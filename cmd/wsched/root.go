@@ -30,7 +30,7 @@ would pick.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "", "config file (default $WSCHED_CONFIG, then "+config.DefaultPath+")")
-	root.AddCommand(newGPUsCmd(a), newConfigCmd(a))
+	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newEstimateCmd(a))
 	return root
 }
 
