@@ -31,7 +31,11 @@ func (r Result) WriteText(w io.Writer, explain bool) error {
 		if g.Sufficient {
 			ok = "sufficient"
 		}
-		fmt.Fprintf(w, "gpu %d (%s): %s available, %s, %d copies\n", g.Index, g.Name, FormatBytes(g.AvailableBytes), ok, g.Copies)
+		copies := "copies"
+		if g.Copies == 1 {
+			copies = "copy"
+		}
+		fmt.Fprintf(w, "gpu %d (%s): %s available, %s, %d %s\n", g.Index, g.Name, FormatBytes(g.AvailableBytes), ok, g.Copies, copies)
 	}
 	if len(r.Suggestions) > 0 {
 		fmt.Fprintln(w, "suggestions:")

@@ -34,7 +34,7 @@ would pick.`,
 	}
 	root.PersistentFlags().StringVar(&a.configPath, "config", "", "config file (default $WSCHED_CONFIG, then "+config.DefaultPath+")")
 	root.PersistentFlags().StringVar(&a.socket, "socket", "", "daemon socket (default $WSCHED_SOCKET, then [daemon] socket)")
-	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newServeCmd(a))
+	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newServeCmd(a), newEstimateCmd(a))
 	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
 	root.AddCommand(newRunCmd(a), newBenchCmd(a))
 	return root
