@@ -25,7 +25,9 @@ DEB_DESCRIBE ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/nul
 	echo v0.0.0)
 # Commit time: file dates and changelog date in the packages, so that rebuilds are identical.
 DEB_DATE       ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
-DEB_MAINTAINER ?= $(shell git log -1 --format='%an <%ae>' 2>/dev/null)
+# Maintainer: the builder's identity, as debchange takes it (DEBFULLNAME/DEBEMAIL, else git config).
+DEB_MAINTAINER ?= $(shell n="$${DEBFULLNAME:-$$(git config user.name)}"; e="$${DEBEMAIL:-$$(git config user.email)}"; \
+	[ -n "$$n" ] && [ -n "$$e" ] && echo "$$n <$$e>")
 DEB_ARCH       ?= $(shell $(GO) env GOARCH)
 WHISPER_BACKEND ?= $(BIN)/wsched-backend-whisper
 
