@@ -1,0 +1,62 @@
+#!/bin/sh
+# packaging-deps.sh — installs what `make packaging-test` needs on a Debian host and builds the cached
+# throwaway roots the install test unpacks the .deb into. Idempotent: installed packages and existing
+# caches are left alone. Run as root (make deps does).
+#
+#   systemd      systemd-analyze (unit verification) and systemd-socket-activate; neither needs systemd
+#                running as PID 1
+#   lintian      checks the built .deb files
+#   debootstrap  builds the minimal Debian roots used by the install test
+#
+# Environment: PACKAGING_CACHE (default /var/cache/wsched-packaging), PACKAGING_SUITE (default
+# bookworm, the oldest Debian the package supports), PACKAGING_MIRROR (default http://deb.debian.org/debian).
+set -eu
+
+cache=${PACKAGING_CACHE:-/var/cache/wsched-packaging}
+suite=${PACKAGING_SUITE:-bookworm}
+mirror=${PACKAGING_MIRROR:-http://deb.debian.org/debian}
+
+missing=""
+for pkg in systemd lintian debootstrap; do
+	if ! dpkg-query -W -f '${Status}\n' "$pkg" 2>/dev/null | grep -q 'ok installed'; then
+		missing="$missing $pkg"
+	fi
+done
+if [ -n "$missing" ]; then
+	echo "packaging-deps: installing$missing"
+	apt-get update -q
+	# shellcheck disable=SC2086 # word splitting of the package list is intended
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+fi
+
+# Two roots, cached as tarballs: "minbase" has no systemd at all (a minimal container), "systemd" has the
+# systemd package installed but not running (a chroot or an image being built). The install test puts the
+# .deb into a fresh copy of each.
+mkdir -p "$cache"
+minbase="$cache/$suite-minbase.tar"
+withsystemd="$cache/$suite-systemd.tar"
+if [ -f "$minbase" ] && [ -f "$withsystemd" ]; then
+	echo "packaging-deps: cached roots present in $cache"
+	exit 0
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/wsched-debootstrap.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "packaging-deps: debootstrap --variant=minbase $suite (a few minutes, once)"
+debootstrap --variant=minbase "$suite" "$work/root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+	tail -n 30 "$work/debootstrap.log" >&2
+	exit 1
+}
+tar -C "$work/root" -cf "$minbase.partial" . && mv "$minbase.partial" "$minbase"
+
+echo "packaging-deps: adding systemd to the second root"
+cp /etc/resolv.conf "$work/root/etc/resolv.conf"
+chroot "$work/root" apt-get update -q >"$work/apt.log" 2>&1
+DEBIAN_FRONTEND=noninteractive chroot "$work/root" apt-get install -y -q --no-install-recommends systemd \
+	>>"$work/apt.log" 2>&1 || {
+	tail -n 30 "$work/apt.log" >&2
+	exit 1
+}
+chroot "$work/root" apt-get clean
+tar -C "$work/root" -cf "$withsystemd.partial" . && mv "$withsystemd.partial" "$withsystemd"
+echo "packaging-deps: cached roots written to $cache"
