@@ -19,7 +19,7 @@ run: build
 	$(BIN)/wsched gpus --watch $(if $(CONFIG),--config $(CONFIG))
 
 # The README's test command: everything CI checks.
-test: fmt-check vet staticcheck gotest
+test: deps fmt-check vet staticcheck gotest
 
 deps: tools
 tools: $(STATICCHECK)

@@ -1,0 +1,145 @@
+package plugins
+
+import (
+	"fmt"
+	"maps"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/wsched/wsched/plugins/proto"
+)
+
+// Conversions between the SDK's types and the generated protobuf messages.
+// Maps and slices are copied so neither side aliases the other's memory.
+
+func infoToProto(i Info) *pb.InfoResponse {
+	return &pb.InfoResponse{
+		Name:         i.Name,
+		Version:      i.Version,
+		ModelFormats: append([]string(nil), i.ModelFormats...),
+		Devices:      append([]string(nil), i.Devices...),
+		Metadata:     maps.Clone(i.Metadata),
+	}
+}
+
+func infoFromProto(m *pb.InfoResponse) Info {
+	return Info{
+		Name:         m.GetName(),
+		Version:      m.GetVersion(),
+		ModelFormats: m.GetModelFormats(),
+		Devices:      m.GetDevices(),
+		Metadata:     m.GetMetadata(),
+	}
+}
+
+func loadToProto(r LoadRequest) *pb.LoadRequest {
+	return &pb.LoadRequest{
+		ModelPath:      r.ModelPath,
+		Device:         r.Device,
+		Threads:        int32(r.Threads),
+		FlashAttention: r.FlashAttention,
+		VadModelPath:   r.VADModelPath,
+		Extra:          maps.Clone(r.Extra),
+	}
+}
+
+func loadFromProto(m *pb.LoadRequest) LoadRequest {
+	return LoadRequest{
+		ModelPath:      m.GetModelPath(),
+		Device:         m.GetDevice(),
+		Threads:        int(m.GetThreads()),
+		FlashAttention: m.GetFlashAttention(),
+		VADModelPath:   m.GetVadModelPath(),
+		Extra:          m.GetExtra(),
+	}
+}
+
+func memoryToProto(r MemoryReport) *pb.MemoryReport {
+	return &pb.MemoryReport{
+		ModelBytes:   r.ModelBytes,
+		KvSelfBytes:  r.KVSelfBytes,
+		KvCrossBytes: r.KVCrossBytes,
+		KvPadBytes:   r.KVPadBytes,
+		ComputeBytes: maps.Clone(r.ComputeBytes),
+		TotalBytes:   r.TotalBytes,
+	}
+}
+
+func memoryFromProto(m *pb.MemoryReport) MemoryReport {
+	return MemoryReport{
+		ModelBytes:   m.GetModelBytes(),
+		KVSelfBytes:  m.GetKvSelfBytes(),
+		KVCrossBytes: m.GetKvCrossBytes(),
+		KVPadBytes:   m.GetKvPadBytes(),
+		ComputeBytes: m.GetComputeBytes(),
+		TotalBytes:   m.GetTotalBytes(),
+	}
+}
+
+func transcribeToProto(r TranscribeRequest) *pb.TranscribeRequest {
+	return &pb.TranscribeRequest{
+		AudioPath:     r.AudioPath,
+		Language:      r.Language,
+		Translate:     r.Translate,
+		BeamSize:      int32(r.BeamSize),
+		BestOf:        int32(r.BestOf),
+		InitialPrompt: r.InitialPrompt,
+		Vad:           r.VAD,
+		Extra:         maps.Clone(r.Extra),
+	}
+}
+
+func transcribeFromProto(m *pb.TranscribeRequest) TranscribeRequest {
+	return TranscribeRequest{
+		AudioPath:     m.GetAudioPath(),
+		Language:      m.GetLanguage(),
+		Translate:     m.GetTranslate(),
+		BeamSize:      int(m.GetBeamSize()),
+		BestOf:        int(m.GetBestOf()),
+		InitialPrompt: m.GetInitialPrompt(),
+		VAD:           m.GetVad(),
+		Extra:         m.GetExtra(),
+	}
+}
+
+func segmentToProto(s Segment) *pb.TranscribeResponse {
+	return &pb.TranscribeResponse{Event: &pb.TranscribeResponse_Segment{Segment: &pb.Segment{
+		Index: int32(s.Index),
+		Start: durationpb.New(s.Start),
+		End:   durationpb.New(s.End),
+		Text:  s.Text,
+	}}}
+}
+
+func segmentFromProto(m *pb.Segment) Segment {
+	return Segment{
+		Index: int(m.GetIndex()),
+		Start: m.GetStart().AsDuration(),
+		End:   m.GetEnd().AsDuration(),
+		Text:  m.GetText(),
+	}
+}
+
+func progressToProto(percent float64) *pb.TranscribeResponse {
+	return &pb.TranscribeResponse{Event: &pb.TranscribeResponse_Progress{Progress: &pb.Progress{Percent: percent}}}
+}
+
+func resultToProto(r Result) *pb.TranscribeResponse {
+	return &pb.TranscribeResponse{Event: &pb.TranscribeResponse_Result{Result: &pb.TranscribeResult{
+		Language: r.Language,
+		Duration: durationpb.New(r.Duration),
+		Text:     r.Text,
+	}}}
+}
+
+// eventToProto converts an event a backend emitted.
+func eventToProto(ev Event) (*pb.TranscribeResponse, error) {
+	switch ev.Kind {
+	case EventProgress:
+		return progressToProto(ev.Percent), nil
+	case EventSegment:
+		return segmentToProto(ev.Segment), nil
+	default:
+		return nil, fmt.Errorf("plugins: unknown event kind %d", ev.Kind)
+	}
+}
