@@ -51,6 +51,7 @@ func (c *Client) Events(ctx context.Context, f func(api.Event) error) error {
 func ReadSSE(r io.Reader, f func(event, data string) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	sc.Split(scanSSELines)
 	event, data, has := "", []string{}, false
 	for sc.Scan() {
 		line := sc.Text()
@@ -73,4 +74,30 @@ func ReadSSE(r io.Reader, f func(event, data string) error) error {
 		}
 	}
 	return sc.Err()
+}
+
+// scanSSELines splits lines the way the event-stream format defines them:
+// ended by CRLF, LF or a lone CR.
+func scanSSELines(data []byte, atEOF bool) (int, []byte, error) {
+	for i, b := range data {
+		switch b {
+		case '\n':
+			return i + 1, data[:i], nil
+		case '\r':
+			if i+1 < len(data) {
+				if data[i+1] == '\n' {
+					return i + 2, data[:i], nil
+				}
+				return i + 1, data[:i], nil
+			}
+			if atEOF {
+				return i + 1, data[:i], nil
+			}
+			return 0, nil, nil // a CR at the end of the buffer: is an LF next?
+		}
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
