@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/wsched/wsched/internal/config"
@@ -54,6 +55,12 @@ type Engine struct {
 	ops     chan func(*state)
 	stopped chan struct{}
 	st      *state
+
+	// later holds work other goroutines (the journal) hand back to the
+	// owner loop; kick wakes the loop for it.
+	laterMu sync.Mutex
+	later   []func(*state)
+	kick    chan struct{}
 }
 
 // New returns an engine; start it with Run.
@@ -67,7 +74,31 @@ func New(opts Options) *Engine {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	return &Engine{ops: make(chan func(*state)), stopped: make(chan struct{}), st: newState(opts)}
+	e := &Engine{ops: make(chan func(*state)), stopped: make(chan struct{}), st: newState(opts), kick: make(chan struct{}, 1)}
+	e.st.later = e.defer1
+	return e
+}
+
+// defer1 queues f to run on the owner loop; safe from any goroutine and
+// never blocks.
+func (e *Engine) defer1(f func(*state)) {
+	e.laterMu.Lock()
+	e.later = append(e.later, f)
+	e.laterMu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) runLater(s *state) {
+	e.laterMu.Lock()
+	fs := e.later
+	e.later = nil
+	e.laterMu.Unlock()
+	for _, f := range fs {
+		f(s)
+	}
 }
 
 func randomID() string {
@@ -82,6 +113,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stopped)
 	s := e.st
 	s.ctx = ctx
+	if s.journal != nil {
+		jctx, stopJournal := context.WithCancel(context.WithoutCancel(ctx))
+		jdone := make(chan struct{})
+		go func() { s.journal.run(jctx); close(jdone) }()
+		defer func() { stopJournal(); <-jdone }() // commits what is queued
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -92,6 +129,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case f := <-e.ops:
 			f(s)
+		case <-e.kick:
+			e.runLater(s)
 		case <-timer.C:
 			s.tick()
 		}
@@ -211,6 +250,27 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Event, func(), error) {
 	}
 	cancel := func() { _ = e.do(context.Background(), func(s *state) { s.unsubscribe(id) }) }
 	return ch, cancel, nil
+}
+
+// Sync waits until every lease change made so far is durable in the Store.
+func (e *Engine) Sync(ctx context.Context) error {
+	ch := make(chan error, 1)
+	err := e.do(ctx, func(s *state) {
+		if s.journal == nil {
+			ch <- nil
+			return
+		}
+		s.journal.add(Change{}, func(err error) { ch <- err })
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Ping returns once the owner loop has answered: a liveness check for the

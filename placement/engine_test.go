@@ -35,8 +35,8 @@ func TestGrantRelease(t *testing.T) {
 	if err != nil || again.State != StateReleased || again.Reason != "test" {
 		t.Errorf("second release = %+v, %v; want the released lease, no error", again, err)
 	}
-	if r.store.len() != 0 {
-		t.Errorf("released lease still stored")
+	if err := r.eng.Sync(context.Background()); err != nil || r.store.len() != 0 {
+		t.Errorf("released lease still stored (sync: %v)", err)
 	}
 	var types []EventType
 	for len(types) < 3 {
@@ -110,6 +110,7 @@ func TestTTLRenewExpire(t *testing.T) {
 		if got.State != StateExpired || got.Reason != "not renewed within its 10s TTL" {
 			t.Errorf("after TTL: %+v", got)
 		}
+		_ = r.eng.Sync(context.Background())
 		if r.store.len() != 0 || r.view().GPUs[0].LeasedBytes != 0 {
 			t.Error("expired lease still counted")
 		}

@@ -64,11 +64,16 @@ func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
 	return l.clone(), nil
 }
 
+// persist stores a changed lease and waits for the commit: renewals and
+// resizes are answered only once durable.
 func (s *state) persist(l *Lease) error {
-	if s.opts.Store == nil {
+	if s.journal == nil {
 		return nil
 	}
-	if err := s.opts.Store.PutLease(l.clone()); err != nil {
+	c := l.clone()
+	done := make(chan error, 1)
+	s.journal.add(Change{Put: &c}, func(err error) { done <- err })
+	if err := <-done; err != nil {
 		return fmt.Errorf("persist lease %s: %w", l.ID, err)
 	}
 	return nil

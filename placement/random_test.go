@@ -69,6 +69,7 @@ func TestRandomized(t *testing.T) {
 		if err := log.verify(); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		_ = r.eng.Sync(context.Background())
 		if v := r.view(); len(v.Queue) != 0 || r.store.len() != 0 {
 			t.Fatalf("seed %d: leftovers: %d queued, %d stored", seed, len(v.Queue), r.store.len())
 		}

@@ -38,6 +38,9 @@ type state struct {
 
 	acct      []Account // cache of accounts(); valid while acctValid
 	acctValid bool
+
+	journal *journal           // nil without a Store
+	later   func(func(*state)) // hands work back to the owner loop
 }
 
 type result struct {
@@ -46,10 +49,14 @@ type result struct {
 }
 
 func newState(opts Options) *state {
-	return &state{
+	s := &state{
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
 	}
+	if opts.Store != nil {
+		s.journal = newJournal(opts.Store)
+	}
+	return s
 }
 
 func (s *state) now() time.Time { return s.opts.Now() }
@@ -209,28 +216,43 @@ func allowed(spec device.Spec, a Account) bool {
 	return true
 }
 
-// grant turns a waiter into a granted lease on acc's GPU, persisting it
-// first. A store failure rejects the request instead.
+// grant turns a waiter into a granted lease on acc's GPU. The decision
+// takes effect at once; the answer goes out once the lease is durable (group
+// commit). A failed commit takes the grant back and answers the error.
 func (s *state) grant(w *waiter, acc Account) {
 	l := w.lease
-	prev := *l
 	now := s.now()
 	l.State, l.GPU, l.GPUIndex, l.GPUName, l.GPUTotalBytes = StateGranted, acc.UUID, acc.Index, acc.Name, acc.TotalBytes
 	l.Granted, l.Expires = now, now.Add(l.TTL)
-	if s.opts.Store != nil {
-		if err := s.opts.Store.PutLease(l.clone()); err != nil {
-			*l = prev
-			s.reject(w, fmt.Errorf("persist lease: %w", err))
-			return
-		}
-	}
 	s.removeWaiter(w)
 	s.leases[l.ID] = l
 	s.invalidate()
 	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
 	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
 	s.emit(EventGranted, l, "")
-	w.reply <- result{lease: l.clone()}
+	granted := l.clone()
+	if s.journal == nil {
+		w.reply <- result{lease: granted}
+		return
+	}
+	s.journal.add(Change{Put: &granted}, func(err error) {
+		if err == nil {
+			w.reply <- result{lease: granted}
+			return
+		}
+		s.later(func(s *state) { s.unpersisted(w, err) })
+	})
+}
+
+// unpersisted takes back a grant whose commit failed and answers the error.
+func (s *state) unpersisted(w *waiter, err error) {
+	err = fmt.Errorf("persist lease: %w", err)
+	l := w.lease
+	if cur, ok := s.leases[l.ID]; ok && cur == l {
+		s.end(l, StateReleased, err.Error())
+		s.dispatch()
+	}
+	w.reply <- result{lease: l.clone(), err: err}
 }
 
 // reject ends a request with err.
@@ -247,10 +269,13 @@ func (s *state) reject(w *waiter, err error) {
 func (s *state) end(l *Lease, st State, reason string) {
 	delete(s.leases, l.ID)
 	s.invalidate()
-	if s.opts.Store != nil {
-		if err := s.opts.Store.DeleteLease(l.ID); err != nil {
-			s.log.Error("lease ended but could not be removed from the store", "lease", l.ID, "err", err)
-		}
+	if s.journal != nil {
+		id, log := l.ID, s.log
+		s.journal.add(Change{Delete: id}, func(err error) {
+			if err != nil {
+				log.Error("lease ended but could not be removed from the store", "lease", id, "err", err)
+			}
+		})
 	}
 	if l.UsedBytes > 0 {
 		s.stale = true // its memory shows as used until the next reading

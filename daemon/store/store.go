@@ -145,3 +145,34 @@ func Get[T any](db *bolt.DB, bucket []byte, key string) (t T, found bool, err er
 	}
 	return t, found, nil
 }
+
+var _ placement.BatchStore = (*DB)(nil)
+
+// Apply commits several lease changes in one transaction: one fsync for a
+// whole group of grants and releases (placement's group commit).
+func (d *DB) Apply(changes []placement.Change) error {
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLeases)
+		for _, c := range changes {
+			switch {
+			case c.Put != nil:
+				data, err := json.Marshal(c.Put)
+				if err != nil {
+					return fmt.Errorf("encode lease %s: %w", c.Put.ID, err)
+				}
+				if err := b.Put([]byte(c.Put.ID), data); err != nil {
+					return err
+				}
+			case c.Delete != "":
+				if err := b.Delete([]byte(c.Delete)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
+	}
+	return nil
+}

@@ -45,3 +45,19 @@ func TestLeasesSurviveReopen(t *testing.T) {
 		t.Errorf("round trip: %+v, want %+v", g, l)
 	}
 }
+
+func TestApply(t *testing.T) {
+	db, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a, b := placement.Lease{ID: "a", Bytes: 1}, placement.Lease{ID: "b", Bytes: 2}
+	if err := db.Apply([]placement.Change{{Put: &a}, {Put: &b}, {Delete: "a"}, {Delete: "never-there"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.Leases()
+	if len(got) != 1 || got[0].ID != "b" {
+		t.Errorf("after Apply: %+v", got)
+	}
+}

@@ -1,0 +1,112 @@
+package placement
+
+import (
+	"context"
+	"sync"
+)
+
+// Change is one lease change to persist: Put stores a lease, Delete removes
+// one by ID.
+type Change struct {
+	Put    *Lease
+	Delete string
+}
+
+// BatchStore is a Store that applies several changes in one durable commit
+// (one fsync). The engine uses it for group commit when the Store has it.
+type BatchStore interface {
+	Store
+	Apply([]Change) error
+}
+
+// journal persists lease changes in order, as many per commit as have
+// queued up while the previous commit ran (group commit). The owner loop
+// adds changes without waiting; a grant is answered from done, after its
+// commit, so no client ever holds a lease a restart would forget.
+type journal struct {
+	apply func([]Change) error
+	wake  chan struct{}
+
+	mu    sync.Mutex
+	queue []journalEntry
+}
+
+type journalEntry struct {
+	change Change
+	done   func(error)
+}
+
+func newJournal(store Store) *journal {
+	j := &journal{wake: make(chan struct{}, 1)}
+	if bs, ok := store.(BatchStore); ok {
+		j.apply = bs.Apply
+		return j
+	}
+	j.apply = func(cs []Change) error {
+		for _, c := range cs {
+			var err error
+			if c.Put != nil {
+				err = store.PutLease(*c.Put)
+			} else if c.Delete != "" {
+				err = store.DeleteLease(c.Delete)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return j
+}
+
+// add queues a change; done (may be nil) runs on the journal goroutine with
+// the commit's result.
+func (j *journal) add(c Change, done func(error)) {
+	j.mu.Lock()
+	j.queue = append(j.queue, journalEntry{change: c, done: done})
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run commits queued changes until ctx ends, then commits what is left.
+func (j *journal) run(ctx context.Context) {
+	for {
+		select {
+		case <-j.wake:
+			j.flush()
+		case <-ctx.Done():
+			j.flush()
+			return
+		}
+	}
+}
+
+func (j *journal) flush() {
+	for {
+		j.mu.Lock()
+		batch := j.queue
+		j.queue = nil
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			return
+		}
+		changes := make([]Change, 0, len(batch))
+		for _, e := range batch {
+			if e.change.Put != nil || e.change.Delete != "" {
+				changes = append(changes, e.change)
+			}
+		}
+		var err error
+		if len(changes) > 0 {
+			err = j.apply(changes)
+		}
+		for _, e := range batch {
+			if e.done != nil {
+				e.done(err)
+			}
+		}
+	}
+}
