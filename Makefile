@@ -12,11 +12,15 @@ GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -n
 .PHONY: all build run test deps tools fmt-check vet staticcheck gotest fuzz clean
 all: build
 
-build:
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/wsched
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
+build:
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched
+
+# Runs the daemon in the foreground (Ctrl-C stops it). As root it serves
+# /run/wsched/wsched.sock, otherwise $$XDG_RUNTIME_DIR/wsched.sock.
 run: build
-	$(BIN)/wsched gpus --watch $(if $(CONFIG),--config $(CONFIG))
+	$(BIN)/wsched serve $(if $(CONFIG),--config $(CONFIG))
 
 # The README's test command: everything CI checks.
 test: deps fmt-check vet staticcheck gotest
