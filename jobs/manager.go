@@ -1,0 +1,288 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/wsched/wsched/jobs/transcript"
+)
+
+// Executor runs one attempt of a job: it sizes and acquires the memory
+// (waiting in the placement queue), loads or reuses a backend, transcribes,
+// and reports progress. An error wrapping ErrRetryable (backend crash) or
+// ErrOutOfMemory (CUDA OOM) is retried; any other error fails the job.
+type Executor interface {
+	Execute(ctx context.Context, job Job, r Reporter) (transcript.Transcript, error)
+}
+
+// Reporter receives an attempt's progress; its methods do not block for long.
+type Reporter interface {
+	// Placed: memory was granted and the backend is being loaded (loading).
+	Placed(p Placement)
+	// Processing: the backend is transcribing (processing).
+	Processing()
+	Progress(percent float64)
+	Segment(s transcript.Segment)
+}
+
+// Placement is where an attempt runs.
+type Placement struct {
+	Backend     string
+	GPUIndex    int
+	GPUUUID     string
+	LeaseID     string
+	MemoryBytes int64
+}
+
+// Store persists jobs (the daemon's bbolt database).
+type Store interface {
+	PutJob(Job) error
+	DeleteJob(id string) error
+	Jobs() ([]Job, error)
+}
+
+// Config tunes a Manager.
+type Config struct {
+	// MaxRetries is [backends] max_retries: attempts after the first.
+	MaxRetries int
+	// JobTimeout bounds one attempt, queue wait included.
+	JobTimeout time.Duration
+	// ResultTTL is how long finished jobs and results are kept.
+	ResultTTL time.Duration
+	// MaxActive bounds the jobs placed at once (waiting for memory or
+	// running); the rest wait here, by priority.
+	MaxActive int
+	// MaxJobs bounds the jobs kept (pending, running and finished).
+	MaxJobs int
+	// OOMGrowth scales the memory of an attempt after a CUDA OOM (1.5).
+	OOMGrowth float64
+}
+
+// Manager owns the jobs. One goroutine (Run) holds all mutable state; the
+// methods and the job workers send it closures.
+type Manager struct {
+	cfg   Config
+	exec  Executor
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+
+	ops     chan func(*mstate)
+	stopped chan struct{}
+	st      *mstate
+}
+
+type entry struct {
+	job       Job
+	cancel    context.CancelFunc // of the running attempt
+	running   bool
+	cancelled bool
+	subs      map[int]chan Event
+}
+
+type mstate struct {
+	m       *Manager
+	ctx     context.Context
+	jobs    map[string]*entry
+	pending []*entry
+	active  int
+	nextSub int
+}
+
+// New returns a manager; start it with Run.
+func New(cfg Config, exec Executor, store Store, log *slog.Logger) *Manager {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.MaxActive = cmp.Or(cfg.MaxActive, 64)
+	cfg.MaxJobs = cmp.Or(cfg.MaxJobs, 10000)
+	cfg.OOMGrowth = cmp.Or(cfg.OOMGrowth, 1.5)
+	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, time.Hour)
+	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, 24*time.Hour)
+	m := &Manager{cfg: cfg, exec: exec, store: store, log: log, now: time.Now, ops: make(chan func(*mstate)), stopped: make(chan struct{})}
+	m.st = &mstate{m: m, jobs: map[string]*entry{}}
+	return m
+}
+
+// Run recovers stored jobs — queued ones resume, interrupted ones are
+// retried — and then serves until ctx ends. Running attempts are cancelled
+// on the way out; they resume at the next start.
+func (m *Manager) Run(ctx context.Context) error {
+	defer close(m.stopped)
+	s := m.st
+	s.ctx = ctx
+	if err := s.recover(); err != nil {
+		return err
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.dispatch()
+		s.rearm(timer)
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			return nil
+		case f := <-m.ops:
+			f(s)
+		case <-timer.C:
+			s.expire()
+		}
+	}
+}
+
+// do runs f on the owner loop and waits for it.
+func (m *Manager) do(ctx context.Context, f func(*mstate)) error {
+	done := make(chan struct{})
+	select {
+	case m.ops <- func(s *mstate) { f(s); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.stopped:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-m.stopped:
+		return ErrStopped
+	}
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "job-" + hex.EncodeToString(b[:])
+}
+
+// Submit validates and queues a job.
+func (m *Manager) Submit(ctx context.Context, spec Spec) (Job, error) {
+	if spec.AudioPath == "" || spec.Model == "" {
+		return Job{}, fmt.Errorf("%w: audio and model are required", ErrInvalid)
+	}
+	if _, err := transcript.ParseFormat(spec.Format); err != nil {
+		return Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var out Job
+	var err error
+	derr := m.do(ctx, func(s *mstate) { out, err = s.submit(spec) })
+	return out, cmp.Or(derr, err)
+}
+
+// Get returns a job.
+func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
+	var out Job
+	var err error
+	derr := m.do(ctx, func(s *mstate) {
+		e, ok := s.jobs[id]
+		if !ok {
+			err = fmt.Errorf("%w: %s", ErrNotFound, id)
+			return
+		}
+		out = e.job.clone()
+	})
+	return out, cmp.Or(derr, err)
+}
+
+// List returns all jobs, newest first.
+func (m *Manager) List(ctx context.Context) ([]Job, error) {
+	var out []Job
+	err := m.do(ctx, func(s *mstate) {
+		for _, e := range s.jobs {
+			out = append(out, e.job.clone())
+		}
+	})
+	slices.SortFunc(out, func(a, b Job) int { return b.Created.Compare(a.Created) })
+	return out, err
+}
+
+// Cancel stops a job: a queued one never starts, a running one has its
+// backend call cancelled (and its lease released by the executor).
+func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
+	var out Job
+	var err error
+	derr := m.do(ctx, func(s *mstate) { out, err = s.cancel(id) })
+	return out, cmp.Or(derr, err)
+}
+
+// Subscribe returns the job as it is now and a channel of its events: first
+// a state event for every state it has been in, in order, then live events
+// until it finishes (then the channel closes). stop ends it early.
+func (m *Manager) Subscribe(ctx context.Context, id string) (Job, <-chan Event, func(), error) {
+	ch := make(chan Event, 256)
+	var cur Job
+	var sub int
+	var err error
+	derr := m.do(ctx, func(s *mstate) {
+		e, ok := s.jobs[id]
+		if !ok {
+			err = fmt.Errorf("%w: %s", ErrNotFound, id)
+			return
+		}
+		cur = e.job.clone()
+		for _, h := range cur.History {
+			if len(ch) == cap(ch)-16 { // leave room for live events
+				break
+			}
+			ch <- Event{Type: EventState, Time: h.Time, State: h.State, Job: cur}
+		}
+		if e.job.State.Finished() {
+			close(ch)
+			return
+		}
+		s.nextSub++
+		sub = s.nextSub
+		e.subs[sub] = ch
+	})
+	if err = cmp.Or(derr, err); err != nil {
+		return Job{}, nil, nil, err
+	}
+	stop := func() {
+		_ = m.do(context.Background(), func(s *mstate) {
+			if e, ok := s.jobs[id]; ok {
+				if c, ok := e.subs[sub]; ok {
+					delete(e.subs, sub)
+					close(c)
+				}
+			}
+		})
+	}
+	return cur, ch, stop, nil
+}
+
+// Wait blocks until the job finishes (or ctx ends) and returns it.
+func (m *Manager) Wait(ctx context.Context, id string) (Job, error) {
+	cur, ch, stop, err := m.Subscribe(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	defer stop()
+	for !cur.State.Finished() {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return m.Get(ctx, id)
+			}
+			cur = ev.Job
+		case <-ctx.Done():
+			return cur, ctx.Err()
+		}
+	}
+	return cur, nil
+}
+
+// removeUpload deletes an uploaded audio file with its job.
+func (m *Manager) removeUpload(j Job) {
+	if j.Spec.Uploaded && j.Spec.AudioPath != "" {
+		if err := os.Remove(j.Spec.AudioPath); err != nil && !os.IsNotExist(err) {
+			m.log.Warn("cannot remove uploaded audio", "job", j.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wsched/wsched/jobs/transcript"
+)
+
+func (s *mstate) now() time.Time { return s.m.now() }
+
+// persist stores a job; a failure is logged (the job goes on in memory).
+func (s *mstate) persist(e *entry) {
+	if s.m.store == nil {
+		return
+	}
+	if err := s.m.store.PutJob(e.job.clone()); err != nil {
+		s.m.log.Error("cannot persist job", "job", e.job.ID, "err", err)
+	}
+}
+
+func (s *mstate) submit(spec Spec) (Job, error) {
+	if len(s.jobs) >= s.m.cfg.MaxJobs {
+		return Job{}, fmt.Errorf("%w: %d jobs are kept; wait for results to expire", ErrQueueFull, s.m.cfg.MaxJobs)
+	}
+	now := s.now()
+	e := &entry{job: Job{ID: newID(), Spec: spec, State: Pending, Created: now, GPUIndex: -1,
+		Timings: map[State]Timing{Pending: {Entered: now}}, History: []StateChange{{State: Pending, Time: now}}}, subs: map[int]chan Event{}}
+	if s.m.store != nil {
+		if err := s.m.store.PutJob(e.job.clone()); err != nil {
+			return Job{}, fmt.Errorf("persist job: %w", err)
+		}
+	}
+	s.jobs[e.job.ID] = e
+	s.pending = append(s.pending, e)
+	s.m.log.Info("job queued", "job", e.job.ID, "model", spec.Model, "priority", spec.Priority, "owner_uid", spec.Owner.UID)
+	return e.job.clone(), nil
+}
+
+// transition moves a job to a new state, records the timing, persists and
+// tells subscribers.
+func (s *mstate) transition(e *entry, to State) {
+	if e.job.State == to {
+		s.persist(e) // the placement may have changed; the state has not
+		return
+	}
+	now := s.now()
+	if t, ok := e.job.Timings[e.job.State]; ok && t.Left.IsZero() {
+		t.Left = now
+		e.job.Timings[e.job.State] = t
+	}
+	e.job.State = to
+	e.job.Timings[to] = Timing{Entered: now}
+	e.job.History = append(e.job.History, StateChange{State: to, Time: now, Attempt: e.job.Attempts})
+	if to.Finished() {
+		e.job.Finished = now
+	}
+	s.persist(e)
+	s.emit(e, Event{Type: EventState, State: to})
+	if to.Finished() {
+		for id, ch := range e.subs {
+			close(ch)
+			delete(e.subs, id)
+		}
+	}
+}
+
+func (s *mstate) emit(e *entry, ev Event) {
+	ev.Time, ev.Job = s.now(), e.job.clone()
+	for id, ch := range e.subs {
+		select {
+		case ch <- ev:
+		default: // a reader that fell behind is dropped, never waited for
+			close(ch)
+			delete(e.subs, id)
+		}
+	}
+}
+
+// dispatch starts pending jobs while fewer than MaxActive are placed:
+// highest priority first, then oldest.
+func (s *mstate) dispatch() {
+	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
+		slices.SortStableFunc(s.pending, func(a, b *entry) int {
+			return cmp.Or(cmp.Compare(b.job.Spec.Priority, a.job.Spec.Priority), a.job.Created.Compare(b.job.Created))
+		})
+		e := s.pending[0]
+		s.pending = s.pending[1:]
+		ctx, cancel := context.WithCancel(s.ctx)
+		e.cancel, e.running = cancel, true
+		s.active++
+		go s.m.work(ctx, e.job.clone())
+	}
+}
+
+func (s *mstate) cancel(id string) (Job, error) {
+	e, ok := s.jobs[id]
+	if !ok {
+		return Job{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if e.job.State.Finished() {
+		return e.job.clone(), fmt.Errorf("%w: %s is %s", ErrFinished, id, e.job.State)
+	}
+	e.cancelled = true
+	if !e.running {
+		s.pending = slices.DeleteFunc(s.pending, func(x *entry) bool { return x == e })
+		e.job.Error = "cancelled before it started"
+		s.transition(e, Cancelled)
+		s.m.log.Info("job cancelled while queued", "job", id)
+		return e.job.clone(), nil
+	}
+	e.cancel() // the worker finishes it as cancelled
+	return e.job.clone(), nil
+}
+
+// finish records an attempt's end: the result, a retry, or the failure.
+func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry bool) {
+	e, ok := s.jobs[id]
+	if !ok {
+		return false
+	}
+	switch {
+	case e.cancelled:
+		e.job.Error = "cancelled"
+		s.transition(e, Cancelled)
+	case err == nil:
+		e.job.Result, e.job.Progress, e.job.Error = &res, 100, ""
+		s.transition(e, Completed)
+	case retryable(err) && e.job.Attempts <= s.m.cfg.MaxRetries:
+		if isOOM(err) {
+			e.job.OOMFactor = max(1, e.job.OOMFactor) * s.m.cfg.OOMGrowth
+		}
+		e.job.Error = fmt.Sprintf("attempt %d: %v", e.job.Attempts, err)
+		s.m.log.Warn("job attempt failed; retrying", "job", id, "attempt", e.job.Attempts, "err", err)
+		s.transition(e, Pending)
+		return true
+	default:
+		e.job.Error = err.Error()
+		s.transition(e, Failed)
+	}
+	s.m.log.Info("job finished", "job", id, "state", e.job.State, "attempts", e.job.Attempts, "err", e.job.Error)
+	return false
+}
+
+// recover loads stored jobs: finished ones stay until their TTL, queued ones
+// are queued again, and interrupted ones count their attempt and retry.
+func (s *mstate) recover() error {
+	if s.m.store == nil {
+		return nil
+	}
+	stored, err := s.m.store.Jobs()
+	if err != nil {
+		return fmt.Errorf("recover jobs: %w", err)
+	}
+	for _, j := range stored {
+		e := &entry{job: j, subs: map[int]chan Event{}}
+		if e.job.Timings == nil {
+			e.job.Timings = map[State]Timing{}
+		}
+		s.jobs[j.ID] = e
+		switch {
+		case j.State.Finished():
+		case j.State != Pending && j.Attempts > s.m.cfg.MaxRetries:
+			e.job.Error = fmt.Sprintf("the daemon stopped during attempt %d, the last allowed", j.Attempts)
+			s.transition(e, Failed)
+		default:
+			if j.State != Pending {
+				e.job.Error = fmt.Sprintf("attempt %d interrupted by a daemon restart", j.Attempts)
+				s.transition(e, Pending)
+			}
+			s.pending = append(s.pending, e)
+		}
+	}
+	s.m.log.Info("jobs recovered", "total", len(stored), "queued", len(s.pending))
+	return nil
+}
+
+// expire drops finished jobs older than ResultTTL.
+func (s *mstate) expire() {
+	cutoff := s.now().Add(-s.m.cfg.ResultTTL)
+	for id, e := range s.jobs {
+		if e.job.State.Finished() && !e.job.Finished.After(cutoff) {
+			delete(s.jobs, id)
+			if s.m.store != nil {
+				if err := s.m.store.DeleteJob(id); err != nil {
+					s.m.log.Error("cannot delete expired job", "job", id, "err", err)
+				}
+			}
+			s.m.removeUpload(e.job)
+		}
+	}
+}
+
+// rearm sets the timer to the next result expiry.
+func (s *mstate) rearm(t *time.Timer) {
+	var next time.Time
+	for _, e := range s.jobs {
+		if e.job.State.Finished() {
+			at := e.job.Finished.Add(s.m.cfg.ResultTTL)
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	if next.IsZero() {
+		t.Reset(time.Hour)
+		return
+	}
+	t.Reset(max(0, next.Sub(s.now())))
+}
+
+func (s *mstate) shutdown() {
+	for _, e := range s.jobs {
+		if e.cancel != nil {
+			e.cancel()
+		}
+		for id, ch := range e.subs {
+			close(ch)
+			delete(e.subs, id)
+		}
+	}
+}
