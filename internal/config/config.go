@@ -42,6 +42,11 @@ type Daemon struct {
 	LogLevel LogLevel `toml:"log_level"`
 	// LogFormat is text or json.
 	LogFormat LogFormat `toml:"log_format"`
+	// HTTPListen is an optional TCP address (host:port) for clients that
+	// cannot use the Unix socket; "" turns it off.
+	HTTPListen string `toml:"http_listen"`
+	// HTTPToken is the bearer token the TCP listener requires.
+	HTTPToken string `toml:"http_token"`
 }
 
 // Inventory is the [inventory] section.
@@ -138,4 +143,18 @@ type Estimator struct {
 type Backends struct {
 	// PluginDir holds drop-in backends named wsched-backend-NAME.
 	PluginDir string `toml:"plugin_dir"`
+	// MaxRetries is how often a job is retried after a backend crash or a
+	// CUDA out-of-memory error.
+	MaxRetries int `toml:"max_retries"`
+	// JobTimeout bounds one attempt of a job, queueing included.
+	JobTimeout units.Duration `toml:"job_timeout"`
+	// ResultTTL is how long finished jobs and their results are kept.
+	ResultTTL units.Duration `toml:"result_ttl"`
+	// MaxActiveJobs bounds the jobs placed at once; more wait by priority.
+	MaxActiveJobs int `toml:"max_active_jobs"`
+	// MaxUpload bounds an uploaded audio file.
+	MaxUpload units.Bytes `toml:"max_upload"`
+	// DefaultModel serves requests for OpenAI's "whisper-1" and jobs that
+	// name no model.
+	DefaultModel string `toml:"default_model"`
 }

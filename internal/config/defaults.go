@@ -50,7 +50,13 @@ func Defaults() *Config {
 			CUDAContext: units.Bytes(400 * units.MiB),
 		},
 		Backends: Backends{
-			PluginDir: "/usr/lib/wsched/plugins",
+			PluginDir:     "/usr/lib/wsched/plugins",
+			MaxRetries:    3,
+			JobTimeout:    units.Duration(time.Hour),
+			ResultTTL:     units.Duration(24 * time.Hour),
+			MaxActiveJobs: 64,
+			MaxUpload:     units.Bytes(1 * units.GiB),
+			DefaultModel:  "base",
 		},
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func (e *Error) nth() int {
 }
 
 func (c *Config) validate() error {
-	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate} {
+	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate, c.Backends.validate} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -42,7 +43,31 @@ func (c *Config) validate() error {
 	return nil
 }
 
+func (b Backends) validate() error {
+	switch {
+	case b.MaxRetries < 0 || b.MaxRetries > 100:
+		return bad("backends.max_retries", "%d is not allowed: want 0 to 100", b.MaxRetries)
+	case b.JobTimeout <= 0:
+		return bad("backends.job_timeout", "%s is not allowed: want a duration above 0", b.JobTimeout)
+	case b.ResultTTL <= 0:
+		return bad("backends.result_ttl", "%s is not allowed: want a duration above 0", b.ResultTTL)
+	case b.MaxActiveJobs < 1:
+		return bad("backends.max_active_jobs", "%d is not allowed: want at least 1", b.MaxActiveJobs)
+	case b.MaxUpload < units.Bytes(units.KiB):
+		return bad("backends.max_upload", "%s is not allowed: want at least 1KiB", b.MaxUpload.Exact())
+	}
+	return nil
+}
+
 func (d Daemon) validate() error {
+	if d.HTTPListen != "" {
+		if _, _, err := net.SplitHostPort(d.HTTPListen); err != nil {
+			return bad("daemon.http_listen", "%q is not allowed: want host:port, e.g. \"127.0.0.1:8080\"", d.HTTPListen)
+		}
+		if len(d.HTTPToken) < 16 {
+			return bad("daemon.http_token", "the TCP listener needs a bearer token of at least 16 characters")
+		}
+	}
 	if d.Socket != "" && !filepath.IsAbs(d.Socket) {
 		return bad("daemon.socket", "%q is not allowed: want an absolute path", d.Socket)
 	}

@@ -144,3 +144,56 @@ func verbose(t Transcript) verboseJSON {
 	}
 	return v
 }
+
+type segmentJSON struct {
+	ID    int     `json:"id"`
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	Text  string  `json:"text"`
+}
+
+func fromSeconds(s float64) time.Duration {
+	return time.Duration(math.Round(s*1000)) * time.Millisecond
+}
+
+// MarshalJSON writes times in seconds (millisecond precision).
+func (s Segment) MarshalJSON() ([]byte, error) {
+	return json.Marshal(segmentJSON{ID: s.ID, Start: seconds(s.Start), End: seconds(s.End), Text: s.Text})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Segment) UnmarshalJSON(b []byte) error {
+	var v segmentJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = Segment{ID: v.ID, Start: fromSeconds(v.Start), End: fromSeconds(v.End), Text: v.Text}
+	return nil
+}
+
+type transcriptJSON struct {
+	Task     string    `json:"task,omitempty"`
+	Language string    `json:"language"`
+	Duration float64   `json:"duration"`
+	Text     string    `json:"text"`
+	Segments []Segment `json:"segments"`
+}
+
+// MarshalJSON writes the transcript with times in seconds.
+func (t Transcript) MarshalJSON() ([]byte, error) {
+	segs := t.Segments
+	if segs == nil {
+		segs = []Segment{}
+	}
+	return json.Marshal(transcriptJSON{Task: t.Task, Language: t.Language, Duration: seconds(t.Duration), Text: t.Text, Segments: segs})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Transcript) UnmarshalJSON(b []byte) error {
+	var v transcriptJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = Transcript{Task: v.Task, Language: v.Language, Duration: fromSeconds(v.Duration), Text: v.Text, Segments: v.Segments}
+	return nil
+}

@@ -61,3 +61,17 @@ func TestParseFormat(t *testing.T) {
 		t.Error("language names")
 	}
 }
+
+func TestJSONRoundTrip(t *testing.T) {
+	data, err := json.Marshal(jfk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Transcript
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Duration != jfk.Duration || len(back.Segments) != 2 || back.Segments[1].End != jfk.Segments[1].End || back.Text != jfk.Text {
+		t.Errorf("round trip: %s -> %+v", data, back)
+	}
+}
