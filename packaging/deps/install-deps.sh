@@ -2,9 +2,10 @@
 # install-deps.sh — install what the whisper.cpp backend needs to build and run.
 #
 #   * libwhisper-dev + libggml-dev (whisper.cpp 1.9.5 / ggml as packaged by Debian):
-#       Debian 13+ / sid: straight from the configured sources;
-#       Debian 12: from sid as a pinned partial upgrade (sid source + apt pin 100,
-#       then `apt-get install -t sid`; this upgrades libc6 and friends).
+#       straight from the configured sources when they have them (sid, testing);
+#       otherwise, on Debian 12 and 13 (neither has whisper.cpp), from sid as a
+#       pinned partial upgrade: sid source + apt pin 100, then
+#       `apt-get install -t sid`, which upgrades libc6 and friends.
 #   * an empty stub libggml-cpu.so in /usr/local/lib: the Go bindings link
 #     `-lggml-cpu` unconditionally, but Debian's ggml loads its CPU backend as a
 #     dynamic module and ships no libggml-cpu.so. Consumers link with
@@ -16,7 +17,7 @@
 # so a second run prints a single line. Runs as root, or through sudo.
 #
 # Environment:
-#   WSCHED_DEBIAN_MIRROR  mirror for the sid source on Debian 12
+#   WSCHED_DEBIAN_MIRROR  mirror for the sid source (Debian 12/13)
 #                         (default http://deb.debian.org/debian)
 #   WSCHED_STUB_DIR       where the libggml-cpu stub goes (default /usr/local/lib)
 set -euo pipefail
@@ -55,12 +56,13 @@ apt_update() {
 	fi
 }
 
-# apt_install [APT-OPTIONS...] PKG... — install quietly, non-interactively.
+# apt_install [APT-OPTIONS...] PKG... — install quietly, non-interactively. --no-remove makes apt
+# abort instead of removing anything, which matters for the partial upgrade from sid.
 apt_install() {
 	apt_update
 	say "apt-get install $*"
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends "$@" >/dev/null
+		--no-install-recommends --no-remove "$@" >/dev/null
 	did_something=1
 }
 
@@ -122,28 +124,39 @@ Pin: release n=sid
 Pin-Priority: 100"
 }
 
+# has_candidate PKG — true when the configured apt sources offer PKG.
+has_candidate() {
+	local candidate
+	candidate="$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }')"
+	[[ -n "${candidate}" && "${candidate}" != "(none)" ]]
+}
+
 install_whisper() {
 	if installed libwhisper-dev && installed libggml-dev; then
 		return 0
 	fi
+	# A source file left by an earlier run means "taking these packages from sid" — also after that run
+	# upgraded base-files (libc6 from sid Breaks base-files << 13.3), when /etc/os-release reads
+	# "forky/sid". Without -t sid the sid packages' dependencies (libc6 >= 2.43) would not resolve.
+	if [[ -f "${SID_SOURCE}" ]]; then
+		apt_install -t sid libwhisper-dev libggml-dev
+		return 0
+	fi
+	apt_update
+	if has_candidate libwhisper-dev && has_candidate libggml-dev; then
+		apt_install libwhisper-dev libggml-dev # sid/testing, or any release that has them
+		return 0
+	fi
 	local version
 	version="$(debian_version)"
-	# The sid route upgrades base-files (libc6 from sid Breaks base-files <<
-	# 13.3), after which /etc/os-release reads "forky/sid": a source file left by
-	# an earlier run therefore also means "Debian 12 taking packages from sid".
-	if [[ -f "${SID_SOURCE}" ]]; then
-		version=12
-	fi
 	case "${version}" in
-	12)
+	1[2-9] | [2-9][0-9] | sid)
+		# Debian 12 has no whisper.cpp, Debian 13 neither (trixie-backports has ggml only).
 		add_sid_source
 		apt_install -t sid libwhisper-dev libggml-dev
 		;;
-	sid | 1[3-9] | [2-9][0-9])
-		apt_install libwhisper-dev libggml-dev
-		;;
 	*)
-		die "unsupported system (Debian ${version}): install libwhisper-dev >= 1.9.5 and libggml-dev by hand"
+		die "no libwhisper-dev in the apt sources and not Debian >= 12 (${version}): install libwhisper-dev >= 1.9.5 and libggml-dev by hand"
 		;;
 	esac
 }
