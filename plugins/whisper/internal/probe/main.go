@@ -57,16 +57,18 @@ func variants() map[string]variant {
 
 // summary is what -json writes.
 type summary struct {
-	WhisperVersion string        `json:"whisper_version"`
-	ModelFile      string        `json:"model_file"`
-	Variant        string        `json:"variant"`
-	ContextParams  contextParams `json:"context_params"`
-	DefaultContext contextParams `json:"default_context_params"`
-	FullParams     fullParams    `json:"full_params"`
-	Report         *wlog.Report  `json:"log"`
-	Allocs         []alloc       `json:"allocs_over_64KiB"`
-	Segments       []string      `json:"segments"`
-	Progress       []int         `json:"progress"`
+	WhisperVersion string           `json:"whisper_version"`
+	ModelFile      string           `json:"model_file"`
+	Variant        string           `json:"variant"`
+	ContextParams  contextParams    `json:"context_params"`
+	DefaultContext contextParams    `json:"default_context_params"`
+	FullParams     fullParams       `json:"full_params"`
+	Hparams        map[string]int64 `json:"hparams"`
+	AllocBytes     map[string]int64 `json:"alloc_bytes,omitempty"`
+	Report         *wlog.Report     `json:"log"`
+	Allocs         []alloc          `json:"allocs_over_64KiB"`
+	Segments       []string         `json:"segments"`
+	Progress       []int            `json:"progress"`
 }
 
 func main() {
@@ -150,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		s.Report.Add(line)
 	}
 	s.Allocs = allocs()
+	derive(&s)
 	for _, a := range s.Allocs {
 		fmt.Fprintf(stderr, "probe: posix_memalign phase=%s bytes=%d\n", a.Phase, a.Bytes)
 	}
