@@ -26,6 +26,9 @@ var (
 	ErrQueueFull   = errors.New("too many jobs")
 	ErrRetryable   = errors.New("retryable failure") // wrap to retry (backend crash)
 	ErrOutOfMemory = errors.New("out of GPU memory") // wrap to retry with a larger lease
+	// ErrBadInput marks failures the client caused (bad audio, an unknown
+	// model or backend): they are not retried.
+	ErrBadInput = errors.New("bad input")
 )
 
 // State is a job's place in its lifecycle.
@@ -91,6 +94,8 @@ type Job struct {
 	// OOMFactor scales the next attempt's memory after a CUDA OOM.
 	OOMFactor float64 `json:"oom_factor,omitempty"`
 	Error     string  `json:"error,omitempty"`
+	// ErrorKind classifies Error: bad_input, timeout, backend, cancelled.
+	ErrorKind string `json:"error_kind,omitempty"`
 	// Result is set when completed.
 	Result   *transcript.Transcript `json:"result,omitempty"`
 	Finished time.Time              `json:"finished,omitzero"`

@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -107,7 +108,7 @@ func (s *mstate) cancel(id string) (Job, error) {
 	e.cancelled = true
 	if !e.running {
 		s.pending = slices.DeleteFunc(s.pending, func(x *entry) bool { return x == e })
-		e.job.Error = "cancelled before it started"
+		e.job.Error, e.job.ErrorKind = "cancelled before it started", "cancelled"
 		s.transition(e, Cancelled)
 		s.m.log.Info("job cancelled while queued", "job", id)
 		return e.job.clone(), nil
@@ -124,7 +125,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 	}
 	switch {
 	case e.cancelled:
-		e.job.Error = "cancelled"
+		e.job.Error, e.job.ErrorKind = "cancelled", "cancelled"
 		s.transition(e, Cancelled)
 	case err == nil:
 		e.job.Result, e.job.Progress, e.job.Error = &res, 100, ""
@@ -138,7 +139,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 		s.transition(e, Pending)
 		return true
 	default:
-		e.job.Error = err.Error()
+		e.job.Error, e.job.ErrorKind = err.Error(), errorKind(err)
 		s.transition(e, Failed)
 	}
 	s.m.log.Info("job finished", "job", id, "state", e.job.State, "attempts", e.job.Attempts, "err", e.job.Error)
@@ -222,4 +223,14 @@ func (s *mstate) shutdown() {
 			delete(e.subs, id)
 		}
 	}
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, ErrBadInput):
+		return "bad_input"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	}
+	return "backend"
 }
