@@ -50,7 +50,12 @@ func Defaults() *Config {
 			CUDAContext: units.Bytes(400 * units.MiB),
 		},
 		Backends: Backends{
-			PluginDir: "/usr/lib/wsched/plugins",
+			PluginDir:      "/usr/lib/wsched/plugins",
+			DevDirs:        []string{"./bin"},
+			KeepAlive:      units.Duration(5 * time.Minute),
+			HealthInterval: units.Duration(30 * time.Second),
+			StartTimeout:   units.Duration(time.Minute),
+			MaxRestarts:    3,
 		},
 	}
 }

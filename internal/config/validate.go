@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ func (e *Error) nth() int {
 }
 
 func (c *Config) validate() error {
-	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate} {
+	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate, c.Backends.validate} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -134,6 +135,22 @@ func (l Leases) validate() error {
 		return bad("leases.max_queue", "%d is not allowed: want 1 to 1000000", l.MaxQueue)
 	case l.Aging <= 0:
 		return bad("leases.aging", "%s is not allowed: want a duration above 0", l.Aging)
+	}
+	return nil
+}
+
+func (b Backends) validate() error {
+	switch {
+	case b.PluginDir != "" && !filepath.IsAbs(b.PluginDir):
+		return bad("backends.plugin_dir", "%q is not allowed: want an absolute path", b.PluginDir)
+	case slices.Contains(b.DevDirs, ""):
+		return bad("backends.dev_dirs", `"" is not allowed: want a directory`)
+	case b.HealthInterval < units.Duration(100*time.Millisecond):
+		return bad("backends.health_interval", "%s is not allowed: want at least 100ms", b.HealthInterval)
+	case b.StartTimeout <= 0:
+		return bad("backends.start_timeout", "%s is not allowed: want a duration above 0", b.StartTimeout)
+	case b.MaxRestarts < 0 || b.MaxRestarts > 100:
+		return bad("backends.max_restarts", "%d is not allowed: want 0 to 100", b.MaxRestarts)
 	}
 	return nil
 }

@@ -1,0 +1,5 @@
+package host
+
+import "syscall"
+
+const sigZero = syscall.Signal(0)
