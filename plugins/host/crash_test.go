@@ -185,3 +185,18 @@ func TestShutdownReleasesEverything(t *testing.T) {
 		t.Errorf("Acquire after shutdown: %v, want ErrStopped", err)
 	}
 }
+
+// TestLeaseRenewedWhileInUse: a transcription longer than the lease's TTL
+// keeps its lease, because the host renews it every third of the TTL.
+func TestLeaseRenewedWhileInUse(t *testing.T) {
+	r := newRig(t, []int64{8 * GiB}, func(_ *config.Backends, o *Options) { o.LeaseTTL = time.Second })
+	inst, release := r.acquire(r.spec("model.bin", GiB))
+	defer release()
+	long := map[string]string{plugintest.Segments: "25", plugintest.SegmentDelay: "100ms"} // 2.5 TTLs
+	if _, err := inst.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: touch(t, "a.wav"), Extra: long}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if l := r.lease(inst.Lease().ID); l.State != placement.StateGranted {
+		t.Errorf("lease %s (%s) after a transcription longer than its TTL, want granted", l.State, l.Reason)
+	}
+}

@@ -135,7 +135,7 @@ func (h *Host) maintain(ctx context.Context) time.Duration {
 			expired = append(expired, w)
 			continue
 		}
-		if w.state != StateStarting && w.state != StateStopping && !now.Before(w.renewAt) {
+		if w.state != StateStopping && !now.Before(w.renewAt) {
 			w.renewAt = now.Add(h.ttl / 3)
 			renew = append(renew, w)
 		}

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
@@ -352,7 +352,5 @@ func processAlive(pid int) error {
 	if err != nil {
 		return err
 	}
-	return p.Signal(sigZero)
+	return p.Signal(syscall.Signal(0))
 }
-
-var _ = config.Defaults

@@ -83,9 +83,11 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 	w := &worker{
 		id: fmt.Sprintf("i-%d", h.nextID), key: keyOf(spec), spec: spec, bin: bin, lease: l,
 		keepAlive: spec.KeepAlive, state: StateStarting, log: h.log.With("backend", bin.Name, "lease", l.ID),
+		renewAt: time.Now().Add(h.ttl / 3), // renewed while the model loads, however long that takes
 	}
 	h.workers[w.id] = w
 	h.mu.Unlock()
+	h.wake()
 
 	p, info, mem, err := h.launch(ctx, w)
 	now := time.Now()
@@ -93,7 +95,7 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 	ours := w.state == StateStarting // else shutdown claimed it and drops it
 	if err == nil && ours {
 		w.proc, w.info, w.memory, w.started, w.lastUsed = p, info, mem, now, now
-		w.state, w.renewAt, w.healthAt = StateBusy, now.Add(h.ttl/3), now.Add(h.opts.Config.HealthInterval.D())
+		w.state, w.healthAt = StateBusy, now.Add(h.opts.Config.HealthInterval.D())
 	} else if ours {
 		w.state = StateStopping
 	}
@@ -109,7 +111,6 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 		return nil, nil, fmt.Errorf("host: start backend %s for %s: %w", bin.Name, spec.Load.ModelPath, err)
 	}
 	h.report(w, Event{Type: EventStarted, PID: p.pid, Memory: mem})
-	h.wake()
 	inst := &Instance{h: h, w: w}
 	return inst, inst.release, nil
 }

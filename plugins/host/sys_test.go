@@ -1,5 +1,0 @@
-package host
-
-import "syscall"
-
-const sigZero = syscall.Signal(0)
