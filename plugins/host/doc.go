@@ -66,7 +66,9 @@
 // fail with ErrGivenUp (which also unwraps to plugins.ErrUnavailable) and
 // release drops it. Every path that drops an instance (keep-alive, eviction,
 // failure, start-up errors, shutdown) kills its process and releases its
-// lease, so no lease outlives its backend.
+// lease, so no lease outlives its backend. The other way round, backends get
+// a parent-death signal (SIGKILL): a daemon killed outright takes its
+// backends with it, and the next daemon releases the leases at recovery.
 //
 // # Concurrency
 //

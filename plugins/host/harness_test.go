@@ -29,6 +29,9 @@ const GiB = units.GiB
 var fakeBinary string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(orphanEnv); path != "" {
+		os.Exit(orphanChild(path))
+	}
 	os.Exit(runTests(m))
 }
 

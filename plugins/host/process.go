@@ -25,6 +25,7 @@ type process struct {
 func startProcess(ctx context.Context, path string, env []string, log *slog.Logger, timeout time.Duration) (*process, error) {
 	cmd := exec.Command(path)
 	cmd.Env = env
+	dieWithParent(cmd)
 	cfg := plugins.ClientConfig(cmd)
 	cfg.Logger = newHCLog(log)
 	cfg.StartTimeout = timeout
