@@ -22,6 +22,7 @@ import (
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
+	"github.com/wsched/wsched/plugins/host"
 )
 
 // Options configures a Daemon. Only Config is required.
@@ -50,6 +51,7 @@ type Daemon struct {
 	watch    *procwatch.Watcher
 	est      *estimator.Estimator
 	metrics  *metrics
+	host     *host.Host
 
 	listener  net.Listener
 	socket    string
@@ -91,12 +93,17 @@ func New(opts Options) (*Daemon, error) {
 		Signal: func(pid int) { d.terminate(pid) },
 	})
 	d.metrics = newMetrics(d)
+	d.host = d.newHost()
 	return d, nil
 }
 
 // terminate sends SIGTERM to a holder that overran its lease ([leases]
 // overrun = "kill").
 func (d *Daemon) terminate(pid int) {
+	if isSelf(pid) {
+		d.log.Warn("a backend overran its lease; the daemon holds that lease and is not terminated", "pid", pid)
+		return
+	}
 	p, err := os.FindProcess(pid)
 	if err == nil {
 		err = p.Signal(sigterm)
@@ -145,6 +152,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun(d.pumpEvents)
 	goRun(d.refreshLoop)
 	goRun(d.watchdog)
+	stopHost := d.startHost(engCtx)
 
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
@@ -170,6 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
+	stopHost() // backends stop and their leases are released while the engine runs
 	stopEngine()
 	wg.Wait()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -190,6 +199,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/leases/{id}/pids", d.addLeasePID)
 	mux.HandleFunc("GET /v1/events", d.events)
 	mux.HandleFunc("POST /v1/estimate", d.postEstimate)
+	mux.HandleFunc("GET /v1/backends", d.getBackends)
 	mux.HandleFunc("GET /healthz", d.healthz)
 	mux.Handle("GET /metrics", d.metrics.handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -157,4 +157,18 @@ type Backends struct {
 	// DefaultModel serves requests for OpenAI's "whisper-1" and jobs that
 	// name no model.
 	DefaultModel string `toml:"default_model"`
+	// DevDirs are searched after PluginDir (developer builds); relative
+	// paths are resolved against the daemon's working directory.
+	DevDirs []string `toml:"dev_dirs"`
+	// KeepAlive is how long a loaded backend stays warm after its last use
+	// (a request may override it).
+	KeepAlive units.Duration `toml:"keep_alive"`
+	// HealthInterval is how often idle backends are health-checked and
+	// their leases renewed.
+	HealthInterval units.Duration `toml:"health_interval"`
+	// StartTimeout bounds a backend's start-up handshake.
+	StartTimeout units.Duration `toml:"start_timeout"`
+	// MaxRestarts is how often a crashed backend is restarted under the
+	// same lease before it is given up.
+	MaxRestarts int `toml:"max_restarts"`
 }

@@ -80,6 +80,12 @@ func TestStrictErrors(t *testing.T) {
 			`t.toml:2: inventory.provider: "sim" needs at least one [[inventory.sim]] GPU`, ErrBadValue},
 		{"reserved key", "[placement.reserved_per_gpu]\n\"cuda:0\" = \"1GiB\"\n",
 			`t.toml:1: placement.reserved_per_gpu: key "cuda:0" is not allowed: want a GPU index ("0") or UUID`, ErrBadValue},
+		{"relative plugin dir", "[backends]\nplugin_dir = \"plugins\"\n",
+			`t.toml:2: backends.plugin_dir: "plugins" is not allowed: want an absolute path`, ErrBadValue},
+		{"max restarts", "[backends]\n\nmax_restarts = -1\n",
+			`t.toml:3: backends.max_restarts: -1 is not allowed: want 0 to 100`, ErrBadValue},
+		{"health interval", "[backends]\nhealth_interval = \"1ms\"\n",
+			`t.toml:2: backends.health_interval: 1ms is not allowed: want at least 100ms`, ErrBadValue},
 		{"syntax", "[daemon\n", "", ErrSyntax},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ func (c *Config) validate() error {
 }
 
 func (b Backends) validate() error {
+	if err := b.validatePlugins(); err != nil {
+		return err
+	}
 	switch {
 	case b.MaxRetries < 0 || b.MaxRetries > 100:
 		return bad("backends.max_retries", "%d is not allowed: want 0 to 100", b.MaxRetries)
@@ -159,6 +163,22 @@ func (l Leases) validate() error {
 		return bad("leases.max_queue", "%d is not allowed: want 1 to 1000000", l.MaxQueue)
 	case l.Aging <= 0:
 		return bad("leases.aging", "%s is not allowed: want a duration above 0", l.Aging)
+	}
+	return nil
+}
+
+func (b Backends) validatePlugins() error {
+	switch {
+	case b.PluginDir != "" && !filepath.IsAbs(b.PluginDir):
+		return bad("backends.plugin_dir", "%q is not allowed: want an absolute path", b.PluginDir)
+	case slices.Contains(b.DevDirs, ""):
+		return bad("backends.dev_dirs", `"" is not allowed: want a directory`)
+	case b.HealthInterval < units.Duration(100*time.Millisecond):
+		return bad("backends.health_interval", "%s is not allowed: want at least 100ms", b.HealthInterval)
+	case b.StartTimeout <= 0:
+		return bad("backends.start_timeout", "%s is not allowed: want a duration above 0", b.StartTimeout)
+	case b.MaxRestarts < 0 || b.MaxRestarts > 100:
+		return bad("backends.max_restarts", "%d is not allowed: want 0 to 100", b.MaxRestarts)
 	}
 	return nil
 }
