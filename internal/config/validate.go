@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func (e *Error) nth() int {
 }
 
 func (c *Config) validate() error {
-	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate} {
+	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate, c.Backends.validate} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -134,6 +135,32 @@ func (l Leases) validate() error {
 		return bad("leases.max_queue", "%d is not allowed: want 1 to 1000000", l.MaxQueue)
 	case l.Aging <= 0:
 		return bad("leases.aging", "%s is not allowed: want a duration above 0", l.Aging)
+	}
+	return nil
+}
+
+func (b Backends) validate() error {
+	if b.ModelsDir != "" && !filepath.IsAbs(b.ModelsDir) {
+		return bad("backends.models_dir", "%q is not allowed: want an absolute path", b.ModelsDir)
+	}
+	if u, err := url.Parse(b.ModelsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("backends.models_url", "%q is not allowed: want an http:// or https:// URL", b.ModelsURL)
+	}
+	seen := map[string]int{}
+	for i, m := range b.Models {
+		key := fmt.Sprintf("backends.model#%d", i)
+		switch {
+		case strings.TrimSpace(m.Name) == "":
+			return bad(key+".name", "is empty: want the name clients ask for")
+		case strings.TrimSpace(m.Backend) == "":
+			return bad(key+".backend", "is empty: want the backend that serves %q (whisper.cpp, say)", m.Name)
+		case !filepath.IsAbs(m.Path):
+			return bad(key+".path", "%q is not allowed: want an absolute path", m.Path)
+		}
+		if j, dup := seen[m.Name]; dup {
+			return bad(key+".name", "%q is already the name of model entry %d", m.Name, j+1)
+		}
+		seen[m.Name] = i
 	}
 	return nil
 }
