@@ -48,8 +48,9 @@ func (m Model) Available() bool { return m.Problem == "" }
 
 // Registry is the set of models wsched can serve, as read at one moment.
 type Registry struct {
-	dir    string
-	models []Model // sorted by name
+	dir      string
+	models   []Model  // sorted by name
+	partials []string // names with a ggml-NAME.bin.partial in dir
 }
 
 // Load builds the registry from the [backends] section: the configured
@@ -69,10 +70,11 @@ func Load(ctx context.Context, b config.Backends) (*Registry, error) {
 		byName[m.Name] = len(r.models)
 		r.models = append(r.models, m)
 	}
-	files, err := scanDir(b.ModelsDir)
+	files, partials, err := scanDir(b.ModelsDir)
 	if err != nil {
 		return nil, err
 	}
+	r.partials = partials
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load models: %w", err)
@@ -92,6 +94,10 @@ func (r *Registry) Dir() string { return r.dir }
 
 // Models returns the models sorted by name.
 func (r *Registry) Models() []Model { return append([]Model(nil), r.models...) }
+
+// Partials names the models whose download is unfinished in models_dir
+// (ggml-NAME.bin.partial); the next Pull of each resumes it.
+func (r *Registry) Partials() []string { return append([]string(nil), r.partials...) }
 
 // Names lists the model names, comma-separated ("none" when empty).
 func (r *Registry) Names() string {
@@ -123,31 +129,33 @@ func (r *Registry) Lookup(name string) (Model, error) {
 
 type dirFile struct{ name, path string }
 
-// scanDir lists the ggml-NAME.bin files (or links to files) in dir.
-func scanDir(dir string) ([]dirFile, error) {
+// scanDir lists the ggml-NAME.bin files (or links to files) in dir, and
+// the names of unfinished downloads.
+func scanDir(dir string) (files []dirFile, partials []string, err error) {
 	if dir == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("scan models_dir: %w", err)
+		return nil, nil, fmt.Errorf("scan models_dir: %w", err)
 	}
-	var out []dirFile
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), "ggml-")
-		if !ok {
+		if !ok || e.IsDir() {
 			continue
 		}
-		name, ok = strings.CutSuffix(name, ".bin")
-		if !ok || name == "" || e.IsDir() {
+		if n, ok := strings.CutSuffix(name, ".bin"+PartialSuffix); ok && n != "" {
+			partials = append(partials, n)
 			continue
 		}
-		out = append(out, dirFile{name: name, path: filepath.Join(dir, e.Name())})
+		if name, ok = strings.CutSuffix(name, ".bin"); ok && name != "" {
+			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name())})
+		}
 	}
-	return out, nil
+	return files, partials, nil
 }
 
 // inspect fills the size, and for whisper.cpp the header, or the problem.

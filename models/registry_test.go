@@ -100,6 +100,9 @@ func TestLoadRegistry(t *testing.T) {
 			t.Errorf("%s: header read %v, want %v", g.Name, hasHeader, wantHeader)
 		}
 	}
+	if got := reg.Partials(); len(got) != 1 || got[0] != "medium" {
+		t.Errorf("partials %q, want [medium]", got)
+	}
 	if m, _ := reg.Lookup("small"); m.Header == nil || m.Header.NAudioLayer != 12 {
 		t.Errorf("small: header of the configured file (12 audio layers) not read: %+v", m.Header)
 	}

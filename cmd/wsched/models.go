@@ -19,6 +19,8 @@ type modelsView struct {
 	ModelsDir string              `json:"models_dir"`
 	GPUs      []estimator.GPUFree `json:"gpus"`
 	Models    []modelView         `json:"models"`
+	// Partial names unfinished downloads in models_dir.
+	Partial []string `json:"partial,omitempty"`
 }
 
 // modelView is one model with its memory estimate.
@@ -84,7 +86,7 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 		return err
 	}
 	est := estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, nil)
-	view := modelsView{ModelsDir: reg.Dir(), GPUs: gpus, Models: []modelView{}}
+	view := modelsView{ModelsDir: reg.Dir(), GPUs: gpus, Models: []modelView{}, Partial: reg.Partials()}
 	for _, m := range reg.Models() {
 		view.Models = append(view.Models, estimateModel(est, m, gpus))
 	}
@@ -115,8 +117,23 @@ func writeModels(w io.Writer, v modelsView) error {
 	fmt.Fprintf(w, "%d model(s); models_dir %s\n", len(v.Models), v.ModelsDir)
 	if len(v.Models) == 0 {
 		fmt.Fprintln(w, "no models: add [[backends.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
-		return nil
+	} else if err := modelsTable(v).render(w, "  "); err != nil {
+		return err
 	}
+	switch {
+	case len(v.Models) == 0:
+	case len(v.GPUs) == 0:
+		fmt.Fprintln(w, "gpus: none found; ESTIMATE is the memory each model needs on a GPU")
+	default:
+		fmt.Fprintln(w, "ESTIMATE is the recommended lease; GPU n: fits now (copies that would) or no")
+	}
+	for _, name := range v.Partial {
+		fmt.Fprintf(w, "unfinished download: %s (`wsched models pull %s` resumes it)\n", name, name)
+	}
+	return nil
+}
+
+func modelsTable(v modelsView) *table {
 	t := &table{header: []string{"NAME", "BACKEND", "SIZE", "ESTIMATE"}, right: map[int]bool{2: true, 3: true}}
 	for _, g := range v.GPUs {
 		t.header = append(t.header, fmt.Sprintf("GPU %d", g.Index))
@@ -132,15 +149,7 @@ func writeModels(w io.Writer, v modelsView) error {
 		}
 		t.add(append(row, m.Path), modelNotes(m)...)
 	}
-	if err := t.render(w, "  "); err != nil {
-		return err
-	}
-	if len(v.GPUs) == 0 {
-		fmt.Fprintln(w, "gpus: none found; ESTIMATE is the memory each model needs on a GPU")
-	} else {
-		fmt.Fprintln(w, "ESTIMATE is the recommended lease; GPU n: fits now (copies that would) or no")
-	}
-	return nil
+	return t
 }
 
 func dash(ok bool, s string) string {

@@ -206,6 +206,9 @@ func TestModelsList(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ggml-base.bin"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "ggml-tiny.bin.partial"), src[:1000], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	text := modelsSim + fmt.Sprintf("[backends]\nmodels_dir = %q\n[[backends.model]]\nname = \"large\"\nbackend = \"whisper.cpp\"\npath = \"/nowhere/ggml-large-v3.bin\"\n", dir)
 	cfg := filepath.Join(t.TempDir(), "wsched.toml")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
@@ -222,7 +225,7 @@ func TestModelsList(t *testing.T) {
 	if err := dec.Decode(&v); err != nil {
 		t.Fatalf("models list --json does not decode: %v\n%s", err, out)
 	}
-	if v.ModelsDir != dir || len(v.GPUs) != 2 || len(v.Models) != 2 {
+	if v.ModelsDir != dir || len(v.GPUs) != 2 || len(v.Models) != 2 || len(v.Partial) != 1 || v.Partial[0] != "tiny" {
 		t.Fatalf("view: %+v", v)
 	}
 	base, large := v.Models[0], v.Models[1]
@@ -242,6 +245,7 @@ func TestModelsList(t *testing.T) {
 	}
 	for _, want := range []string{
 		"2 model(s); models_dir " + dir,
+		"\nunfinished download: tiny (`wsched models pull tiny` resumes it)\n",
 		"NAME   BACKEND          SIZE    ESTIMATE  GPU 0  GPU 1",
 		"base   whisper.cpp  575451 B  " + estimator.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
 	} {
