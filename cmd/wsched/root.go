@@ -38,6 +38,7 @@ would pick.`,
 	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
 	root.AddCommand(newRunCmd(a), newBenchCmd(a))
 	root.AddCommand(newBackendsCmd(a))
+	root.AddCommand(newModelsCmd(a))
 	return root
 }
 

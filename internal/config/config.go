@@ -171,4 +171,23 @@ type Backends struct {
 	// MaxRestarts is how often a crashed backend is restarted under the
 	// same lease before it is given up.
 	MaxRestarts int `toml:"max_restarts"`
+	// ModelsDir is scanned for whisper.cpp models named ggml-NAME.bin, served
+	// as model NAME; `wsched models pull` downloads into it. "" resolves to
+	// /var/lib/wsched/models for root and $XDG_DATA_HOME/wsched/models
+	// (~/.local/share/wsched/models) otherwise.
+	ModelsDir string `toml:"models_dir"`
+	// ModelsURL is the base URL `wsched models pull NAME` fetches
+	// ModelsURL/ggml-NAME.bin from.
+	ModelsURL string `toml:"models_url"`
+	// Models are the [[backends.model]] entries; an entry wins over a file
+	// of the same name in ModelsDir.
+	Models []Model `toml:"model"`
+}
+
+// Model is one [[backends.model]] entry: a model served under Name by
+// Backend from the file or directory at Path.
+type Model struct {
+	Name    string `toml:"name"`
+	Backend string `toml:"backend"`
+	Path    string `toml:"path"`
 }

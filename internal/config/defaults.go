@@ -6,6 +6,10 @@ import (
 	"github.com/wsched/wsched/internal/units"
 )
 
+// DefaultModelsURL is [backends] models_url: the whisper.cpp model
+// repository on Hugging Face.
+const DefaultModelsURL = "https://huggingface.co/ggerganov/whisper.cpp/resolve/main"
+
 // Defaults returns the built-in configuration. wsched.toml at the repository
 // root documents the same values; a test keeps them equal.
 func Defaults() *Config {
@@ -62,6 +66,7 @@ func Defaults() *Config {
 			HealthInterval: units.Duration(30 * time.Second),
 			StartTimeout:   units.Duration(time.Minute),
 			MaxRestarts:    3,
+			ModelsURL:      DefaultModelsURL,
 		},
 	}
 }

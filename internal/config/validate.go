@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -167,6 +168,32 @@ func (l Leases) validate() error {
 	return nil
 }
 
+func (b Backends) validateModels() error {
+	if b.ModelsDir != "" && !filepath.IsAbs(b.ModelsDir) {
+		return bad("backends.models_dir", "%q is not allowed: want an absolute path", b.ModelsDir)
+	}
+	if u, err := url.Parse(b.ModelsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("backends.models_url", "%q is not allowed: want an http:// or https:// URL", b.ModelsURL)
+	}
+	seen := map[string]int{}
+	for i, m := range b.Models {
+		key := fmt.Sprintf("backends.model#%d", i)
+		switch {
+		case strings.TrimSpace(m.Name) == "":
+			return bad(key+".name", "is empty: want the name clients ask for")
+		case strings.TrimSpace(m.Backend) == "":
+			return bad(key+".backend", "is empty: want the backend that serves %q (whisper.cpp, say)", m.Name)
+		case !filepath.IsAbs(m.Path):
+			return bad(key+".path", "%q is not allowed: want an absolute path", m.Path)
+		}
+		if j, dup := seen[m.Name]; dup {
+			return bad(key+".name", "%q is already the name of model entry %d", m.Name, j+1)
+		}
+		seen[m.Name] = i
+	}
+	return nil
+}
+
 func (b Backends) validatePlugins() error {
 	switch {
 	case b.PluginDir != "" && !filepath.IsAbs(b.PluginDir):
@@ -180,5 +207,5 @@ func (b Backends) validatePlugins() error {
 	case b.MaxRestarts < 0 || b.MaxRestarts > 100:
 		return bad("backends.max_restarts", "%d is not allowed: want 0 to 100", b.MaxRestarts)
 	}
-	return nil
+	return b.validateModels()
 }
