@@ -41,6 +41,9 @@ type Model struct {
 	// Shadows is the models_dir file of the same name that this configured
 	// entry hides.
 	Shadows string `json:"shadows,omitempty"`
+	// MemoryBytes is the configured lease size ([[backends.model]] memory);
+	// 0: estimate it.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // Available reports whether the model's file is there and readable.
@@ -66,7 +69,7 @@ func Load(ctx context.Context, b config.Backends) (*Registry, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load models: %w", err)
 		}
-		m := inspect(Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig})
+		m := inspect(Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory)})
 		byName[m.Name] = len(r.models)
 		r.models = append(r.models, m)
 	}

@@ -190,4 +190,8 @@ type Model struct {
 	Name    string `toml:"name"`
 	Backend string `toml:"backend"`
 	Path    string `toml:"path"`
+	// Memory is the lease an instance of this model gets; needed for
+	// backends the estimator has no profile for, and overrides the estimate
+	// for the others. 0 (or absent): estimate.
+	Memory units.Bytes `toml:"memory"`
 }

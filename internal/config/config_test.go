@@ -185,7 +185,7 @@ func TestModelEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Model{{"turbo", "whisper.cpp", "/m/ggml-large-v3-turbo.bin"}, {"sv", "sensevoice", "/m/sensevoice"}}
+	want := []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}, {Name: "sv", Backend: "sensevoice", Path: "/m/sensevoice"}}
 	if !reflect.DeepEqual(cfg.Backends.Models, want) || cfg.Backends.ModelsURL != DefaultModelsURL {
 		t.Errorf("backends = %+v", cfg.Backends)
 	}

@@ -132,6 +132,8 @@ func (h *Host) checkin(w *worker) {
 		reason = "plugin host stopped"
 	case w.keepAlive < 0:
 		reason = "released without keep-alive"
+	case w.discard != "":
+		reason = w.discard
 	}
 	if reason != "" {
 		w.state = StateStopping

@@ -51,6 +51,7 @@ type worker struct {
 	healthAt time.Time
 	restarts int
 	failed   error // set once the worker is given up
+	discard  string // set by Discard: drop at check-in, for this reason
 }
 
 // key says which warm instances can serve a spec: same backend, model,
@@ -117,6 +118,17 @@ func (i *Instance) Restarts() int {
 	i.h.mu.Lock()
 	defer i.h.mu.Unlock()
 	return i.w.restarts
+}
+
+// Discard asks for the instance to be stopped, and its lease released, when
+// it is released instead of staying warm (a cancelled job: the backend's
+// state after an aborted call is not worth keeping).
+func (i *Instance) Discard(reason string) {
+	i.h.mu.Lock()
+	defer i.h.mu.Unlock()
+	if i.w.discard == "" {
+		i.w.discard = reason
+	}
 }
 
 // release hands the instance back once.
