@@ -50,7 +50,7 @@ type worker struct {
 	renewAt  time.Time
 	healthAt time.Time
 	restarts int
-	failed   error // set once the worker is given up
+	failed   error  // set once the worker is given up
 	discard  string // set by Discard: drop at check-in, for this reason
 }
 
