@@ -1,33 +1,19 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/transcript"
 	"github.com/wsched/wsched/placement"
 )
-
-// JobRequest is the JSON body of POST /v1/jobs (or the fields of a
-// multipart upload with a "file" part).
-type JobRequest struct {
-	// AudioPath is a file on the daemon's machine the client may read.
-	AudioPath   string  `json:"audio_path,omitempty"`
-	Model       string  `json:"model,omitempty"`
-	Language    string  `json:"language,omitempty"`
-	Translate   bool    `json:"translate,omitempty"`
-	Prompt      string  `json:"prompt,omitempty"`
-	Temperature float64 `json:"temperature,omitempty"`
-	// Format of the result: json, text, srt, vtt, verbose_json.
-	Format   string `json:"format,omitempty"`
-	Priority string `json:"priority,omitempty"`
-	// KeepAliveSeconds keeps the loaded model warm after the job.
-	KeepAliveSeconds float64 `json:"keep_alive_seconds,omitempty"`
-}
 
 var jobStatus = []struct {
 	err    error
@@ -70,7 +56,7 @@ func mayAccess(p Peer, j jobs.Job) error {
 
 // jobSpec validates a request into a job spec. The audio is either an
 // upload the daemon already saved (uploaded) or a path the client may read.
-func (d *Daemon) jobSpec(peer Peer, req JobRequest, uploaded string) (jobs.Spec, error) {
+func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.Spec, error) {
 	spec := jobs.Spec{
 		Model: req.Model, Language: strings.ToLower(strings.TrimSpace(req.Language)), Translate: req.Translate,
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
@@ -132,8 +118,8 @@ func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {
 
 // readJobRequest takes the JSON body, or a multipart form whose "file" part
 // is saved as an upload.
-func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (JobRequest, string, error) {
-	var req JobRequest
+func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (api.JobRequest, string, error) {
+	var req api.JobRequest
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "multipart/form-data" {
 		return req, "", decodeBody(w, r, &req, false)
@@ -142,7 +128,7 @@ func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (JobRequ
 	if err != nil {
 		return req, "", err
 	}
-	req = JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["format"],
+	req = api.JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["format"],
 		Priority: form["priority"], Translate: form["translate"] == "true"}
 	if v := form["keep_alive_seconds"]; v != "" {
 		if _, err := fmt.Sscan(v, &req.KeepAliveSeconds); err != nil {
@@ -196,6 +182,13 @@ func (d *Daemon) cancelJob(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, jobError(err))
 		return
+	}
+	if !j.State.Finished() { // a running job: wait (briefly) for its backend call to stop
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		if done, err := d.jobs.Wait(ctx, j.ID); err == nil {
+			j = done
+		}
+		cancel()
 	}
 	peer := peerFrom(r.Context())
 	d.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/transcript"
 	"github.com/wsched/wsched/models"
@@ -49,7 +50,7 @@ func (d *Daemon) openAITranscription(translate bool) http.HandlerFunc {
 		if err == nil && path == "" {
 			err = badRequest("invalid_request", "a file part named \"file\" is required")
 		}
-		var req JobRequest
+		var req api.JobRequest
 		if err == nil {
 			req, err = openAIRequest(form, translate)
 		}
@@ -78,8 +79,8 @@ func jobErrorOrNil(err error) error {
 	return jobError(err)
 }
 
-func openAIRequest(form map[string]string, translate bool) (JobRequest, error) {
-	req := JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["response_format"], Translate: translate}
+func openAIRequest(form map[string]string, translate bool) (api.JobRequest, error) {
+	req := api.JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["response_format"], Translate: translate}
 	if v := form["temperature"]; v != "" {
 		t, err := strconv.ParseFloat(v, 64)
 		if err != nil || t < 0 || t > 1 {

@@ -82,7 +82,7 @@ func (e *e2e) serve() *exec.Cmd {
 	}
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+		_ = cmd.Wait() // also waits for the log copier
 		if e.t.Failed() {
 			e.t.Logf("daemon log:\n%s", logs.String())
 		}
@@ -134,7 +134,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	}
 	c.Close()
 	_ = daemon.Process.Signal(syscall.SIGKILL)
-	_, _ = daemon.Process.Wait()
+	_ = daemon.Wait()
 	_ = dying.Process.Kill()
 	_ = dying.Wait()
 

@@ -84,6 +84,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(req, out)
+}
+
+// send sends a prepared request and decodes the answer into out.
+func (c *Client) send(req *http.Request, out any) error {
+	method, path := req.Method, req.URL.Path
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var op *net.OpError

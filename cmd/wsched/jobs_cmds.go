@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/jobs/transcript"
+)
+
+// cliFormats maps --format to the job's format and the output extension.
+var cliFormats = map[string]struct{ format, ext string }{
+	"txt": {"text", ".txt"}, "srt": {"srt", ".srt"}, "vtt": {"vtt", ".vtt"}, "json": {"verbose_json", ".json"},
+}
+
+type transcribeFlags struct {
+	model, language, format, priority, output, prompt string
+	translate, upload                                 bool
+}
+
+func newTranscribeCmd(a *app) *cobra.Command {
+	var f transcribeFlags
+	cmd := &cobra.Command{
+		Use:   "transcribe FILE...",
+		Short: "Transcribe audio files through the daemon's job queue",
+		Long: `Submit one job per file (they queue by priority for GPU memory), follow them with a
+progress bar per file on a terminal (plain lines otherwise), and write each result:
+to --output DIR as NAME.EXT, or to stdout for a single file without --output. Files
+the daemon can read are passed by path; --upload (or a TCP daemon) streams them.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			if _, ok := cliFormats[f.format]; !ok {
+				return fmt.Errorf("--format %q: want txt, srt, vtt or json", f.format)
+			}
+			if len(files) > 1 && f.output == "" {
+				return fmt.Errorf("%d files need --output DIR", len(files))
+			}
+			return a.transcribe(cmd.Context(), files, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.model, "model", "", "model to use (default: [backends] default_model)")
+	cmd.Flags().StringVar(&f.language, "language", "", "spoken language (ISO 639-1, e.g. en); default: detect")
+	cmd.Flags().StringVar(&f.format, "format", "txt", "output format: txt, srt, vtt or json")
+	cmd.Flags().StringVar(&f.priority, "priority", "normal", "high, normal or low")
+	cmd.Flags().StringVar(&f.output, "output", "", "directory for the results (NAME.EXT)")
+	cmd.Flags().StringVar(&f.prompt, "prompt", "", "initial prompt (names, spelling)")
+	cmd.Flags().BoolVar(&f.translate, "translate", false, "translate to English")
+	cmd.Flags().BoolVar(&f.upload, "upload", false, "upload the files instead of passing their paths")
+	return cmd
+}
+
+// fileJob is one file's job as transcribe follows it.
+type fileJob struct {
+	file string
+	job  jobs.Job
+	line string
+}
+
+func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags) error {
+	c, _, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if f.output != "" {
+		if err := os.MkdirAll(f.output, 0o755); err != nil {
+			return err
+		}
+	}
+	var fjs []*fileJob
+	for _, file := range files {
+		j, err := submitFile(ctx, c, file, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		fjs = append(fjs, &fileJob{file: file, job: j})
+	}
+	view := newJobsProgress(a.err, isTerminal(a.err), fjs)
+	failed := 0
+	for _, fj := range fjs {
+		done, err := followJob(ctx, c, fj.job.ID, func(ev jobs.Event) { view.update(fj, ev) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", fj.file, err)
+		}
+		fj.job = done
+		if werr := a.writeResult(fj, f); werr != nil {
+			return werr
+		}
+		if done.State != jobs.Completed {
+			failed++
+		}
+		view.finish(fj)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d files failed", failed, len(fjs))
+	}
+	return nil
+}
+
+func submitFile(ctx context.Context, c *client.Client, file string, f transcribeFlags) (jobs.Job, error) {
+	req := api.JobRequest{Model: f.model, Language: f.language, Format: cliFormats[f.format].format, Priority: f.priority,
+		Translate: f.translate, Prompt: f.prompt}
+	if !f.upload {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return jobs.Job{}, err
+		}
+		req.AudioPath = abs
+		j, err := c.SubmitJob(ctx, req)
+		if !client.IsCode(err, "forbidden") {
+			return j, err
+		}
+		req.AudioPath = "" // the daemon may not read it: send it
+	}
+	return c.UploadJob(ctx, file, req)
+}
+
+// followJob streams a job's events until it finishes and returns it.
+func followJob(ctx context.Context, c *client.Client, id string, on func(jobs.Event)) (jobs.Job, error) {
+	err := c.JobEvents(ctx, id, func(ev jobs.Event) error { on(ev); return nil })
+	if err != nil && ctx.Err() == nil {
+		return jobs.Job{}, err
+	}
+	if ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = c.CancelJob(cctx, id)
+		return jobs.Job{}, ctx.Err()
+	}
+	return c.Job(ctx, id)
+}
+
+// writeResult writes a completed job's result to the output directory or
+// stdout; a failed job's reason goes to stderr.
+func (a *app) writeResult(fj *fileJob, f transcribeFlags) error {
+	j := fj.job
+	if j.State != jobs.Completed || j.Result == nil {
+		fmt.Fprintf(a.err, "%s: %s: %s\n", fj.file, j.State, j.Error)
+		return nil
+	}
+	_, body, err := transcript.Render(cliFormats[f.format].format, *j.Result)
+	if err != nil {
+		return err
+	}
+	if f.output == "" {
+		_, err = a.out.Write(body)
+		return err
+	}
+	base := strings.TrimSuffix(filepath.Base(fj.file), filepath.Ext(fj.file))
+	out := filepath.Join(f.output, base+cliFormats[f.format].ext)
+	if err := os.WriteFile(out, body, 0o644); err != nil {
+		return err
+	}
+	fj.line = "→ " + out
+	return nil
+}
+
+// jobsProgress shows one line per file: a bar redrawn in place on a
+// terminal, plain lines on state changes otherwise.
+type jobsProgress struct {
+	w     io.Writer
+	tty   bool
+	files []*fileJob
+	last  map[*fileJob]string
+	drawn bool
+}
+
+func newJobsProgress(w io.Writer, tty bool, files []*fileJob) *jobsProgress {
+	return &jobsProgress{w: w, tty: tty, files: files, last: map[*fileJob]string{}}
+}
+
+func (p *jobsProgress) update(fj *fileJob, ev jobs.Event) {
+	fj.job = ev.Job
+	if ev.Type == jobs.EventState {
+		fj.job.State = ev.State
+	}
+	if ev.Type == jobs.EventProgress {
+		fj.job.Progress = ev.Progress
+	}
+	p.show(fj, false)
+}
+
+// finish shows a file's final line, once its result is written.
+func (p *jobsProgress) finish(fj *fileJob) { p.show(fj, true) }
+
+func (p *jobsProgress) show(fj *fileJob, final bool) {
+	line := describeJob(fj)
+	if !p.tty {
+		state := string(fj.job.State)
+		if fj.job.State.Finished() && !final {
+			return // finish prints it, with where the result went
+		}
+		if p.last[fj] != state {
+			p.last[fj] = state
+			fmt.Fprintln(p.w, line)
+		}
+		return
+	}
+	if p.drawn {
+		fmt.Fprintf(p.w, "\x1b[%dA", len(p.files))
+	}
+	for _, f := range p.files {
+		fmt.Fprintf(p.w, "\x1b[2K%s\n", describeJob(f))
+	}
+	p.drawn = true
+}
+
+func describeJob(fj *fileJob) string {
+	j := fj.job
+	where := ""
+	if j.GPUIndex >= 0 && j.LeaseID != "" {
+		where = fmt.Sprintf(" GPU %d", j.GPUIndex)
+	}
+	switch j.State {
+	case jobs.Processing:
+		return fmt.Sprintf("%s: %s %3.0f%%%s", fj.file, bar(j.Progress, 20), j.Progress, where)
+	case jobs.Completed:
+		return fmt.Sprintf("%s: completed%s %s", fj.file, where, fj.line)
+	case jobs.Failed, jobs.Cancelled:
+		return fmt.Sprintf("%s: %s: %s", fj.file, j.State, j.Error)
+	}
+	return fmt.Sprintf("%s: %s%s", fj.file, j.State, where)
+}
+
+func bar(pct float64, width int) string {
+	n := int(pct / 100 * float64(width))
+	n = min(max(n, 0), width)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func newJobsCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List transcription jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			js, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(js)
+			}
+			return renderJobs(a.out, js)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's job objects")
+	return cmd
+}
+
+func renderJobs(w io.Writer, js []jobs.Job) error {
+	if len(js) == 0 {
+		_, err := fmt.Fprintln(w, "no jobs")
+		return err
+	}
+	t := &table{header: []string{"ID", "STATE", "MODEL", "PRIORITY", "PROGRESS", "GPU", "MEMORY", "ATTEMPTS", "AGE"},
+		right: map[int]bool{4: true, 6: true, 7: true}}
+	for _, j := range js {
+		gpu := "-"
+		if j.GPUIndex >= 0 && j.LeaseID != "" {
+			gpu = fmt.Sprint(j.GPUIndex)
+		}
+		var notes []string
+		if j.Error != "" {
+			notes = append(notes, j.Error)
+		}
+		t.add([]string{j.ID, string(j.State), j.Spec.Model, j.Spec.Priority.String(), fmt.Sprintf("%.0f%%", j.Progress), gpu,
+			units.FormatBytes(j.MemoryBytes), fmt.Sprint(j.Attempts), time.Since(j.Created).Round(time.Second).String()}, notes...)
+	}
+	return t.render(w, "  ")
+}
+
+func newJobCmd(a *app) *cobra.Command {
+	var follow, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "job ID",
+		Short: "Show a job (with --follow: its events until it finishes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			if follow {
+				err := c.JobEvents(cmd.Context(), args[0], func(ev jobs.Event) error {
+					if asJSON {
+						return a.printJSON(ev)
+					}
+					_, err := fmt.Fprintln(a.out, jobEventLine(ev))
+					return err
+				})
+				if err != nil || asJSON {
+					return err
+				}
+			}
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(j)
+			}
+			return renderJob(a.out, j)
+		},
+	}
+	cmd.Flags().BoolVar(&follow, "follow", false, "stream the job's events until it finishes")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func jobEventLine(ev jobs.Event) string {
+	switch ev.Type {
+	case jobs.EventState:
+		return fmt.Sprintf("%s state %s", ev.Time.Format("15:04:05.000"), ev.State)
+	case jobs.EventProgress:
+		return fmt.Sprintf("%s progress %.0f%%", ev.Time.Format("15:04:05.000"), ev.Progress)
+	case jobs.EventSegment:
+		return fmt.Sprintf("%s segment [%s → %s] %s", ev.Time.Format("15:04:05.000"), ev.Segment.Start, ev.Segment.End, strings.TrimSpace(ev.Segment.Text))
+	}
+	return string(ev.Type)
+}
+
+func renderJob(w io.Writer, j jobs.Job) error {
+	fmt.Fprintf(w, "job %s: %s (attempt %d), model %s, priority %s\n", j.ID, j.State, j.Attempts, j.Spec.Model, j.Spec.Priority)
+	fmt.Fprintf(w, "audio %s\n", j.Spec.AudioPath)
+	if j.LeaseID != "" {
+		fmt.Fprintf(w, "placed on GPU %d (%s) by lease %s, %s, backend %s\n", j.GPUIndex, j.GPUUUID, j.LeaseID, units.FormatBytes(j.MemoryBytes), j.Backend)
+	}
+	for _, h := range j.History {
+		fmt.Fprintf(w, "  %s  %s (attempt %d)\n", h.Time.Format("15:04:05.000"), h.State, h.Attempt)
+	}
+	if j.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", j.Error)
+	}
+	if j.Result != nil {
+		fmt.Fprintf(w, "language %s, %s of audio:\n%s\n", j.Result.Language, j.Result.Duration, strings.TrimSpace(j.Result.Text))
+	}
+	return nil
+}
+
+func newCancelCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a queued or running job",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := a.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.CancelJob(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.out, "%s %s\n", j.ID, j.State)
+			return err
+		},
+	}
+}

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/jobs"
+)
+
+// SubmitJob queues a job for audio already on the daemon's machine.
+func (c *Client) SubmitJob(ctx context.Context, req api.JobRequest) (jobs.Job, error) {
+	var out jobs.Job
+	return out, c.do(ctx, http.MethodPost, "/v1/jobs", req, &out)
+}
+
+// UploadJob queues a job for a local file, streamed to the daemon.
+func (c *Client) UploadJob(ctx context.Context, path string, req api.JobRequest) (jobs.Job, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("upload: %w", err)
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() { pw.CloseWithError(writeJobForm(mw, f, filepath.Base(path), req)) }()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://wsched/v1/jobs", pr)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	hreq.Header.Set("Content-Type", mw.FormDataContentType())
+	var out jobs.Job
+	return out, c.send(hreq, &out)
+}
+
+func writeJobForm(mw *multipart.Writer, f io.Reader, name string, req api.JobRequest) error {
+	fields := map[string]string{"model": req.Model, "language": req.Language, "prompt": req.Prompt, "format": req.Format,
+		"priority": req.Priority, "translate": strconv.FormatBool(req.Translate)}
+	if req.KeepAliveSeconds > 0 {
+		fields["keep_alive_seconds"] = strconv.FormatFloat(req.KeepAliveSeconds, 'f', -1, 64)
+	}
+	for k, v := range fields {
+		if v != "" {
+			if err := mw.WriteField(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	fw, err := mw.CreateFormFile("file", name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(fw, f); err != nil {
+		return err
+	}
+	return mw.Close()
+}
+
+// Jobs lists the jobs the caller may see, newest first.
+func (c *Client) Jobs(ctx context.Context) ([]jobs.Job, error) {
+	var out struct {
+		Jobs []jobs.Job `json:"jobs"`
+	}
+	return out.Jobs, c.do(ctx, http.MethodGet, "/v1/jobs", nil, &out)
+}
+
+// Job returns one job (with its result when finished).
+func (c *Client) Job(ctx context.Context, id string) (jobs.Job, error) {
+	var out jobs.Job
+	return out, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+}
+
+// CancelJob cancels a queued or running job.
+func (c *Client) CancelJob(ctx context.Context, id string) (jobs.Job, error) {
+	var out jobs.Job
+	return out, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, &out)
+}
+
+// JobEvents follows a job's event stream (every past state, then live
+// events) until the job finishes, f fails, or ctx ends.
+func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched/v1/jobs/"+url.PathEscape(id)+"/events", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return decodeError(resp)
+	}
+	return ReadSSE(resp.Body, func(event, data string) error {
+		if event == "end" {
+			return nil
+		}
+		var ev jobs.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return fmt.Errorf("decode job event: %w", err)
+		}
+		return f(ev)
+	})
+}
