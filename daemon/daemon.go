@@ -57,6 +57,7 @@ type Daemon struct {
 
 	listener  net.Listener
 	socket    string
+	tcpAddr   string // the TCP listener's address, when configured
 	activated bool
 	started   time.Time
 }

@@ -25,7 +25,8 @@ func (d *Daemon) listenTCP() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", d.cfg.Daemon.HTTPListen, err)
 	}
-	d.log.Info("serving over TCP (bearer token required)", "addr", ln.Addr().String())
+	d.tcpAddr = ln.Addr().String()
+	d.log.Info("serving over TCP (bearer token required)", "addr", d.tcpAddr)
 	return ln, nil
 }
 
