@@ -20,8 +20,10 @@ import (
 	"github.com/wsched/wsched/daemon/store"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
+	"github.com/wsched/wsched/plugins/host"
 )
 
 // Options configures a Daemon. Only Config is required.
@@ -50,6 +52,8 @@ type Daemon struct {
 	watch    *procwatch.Watcher
 	est      *estimator.Estimator
 	metrics  *metrics
+	host     *host.Host
+	jobs     *jobs.Manager
 
 	listener  net.Listener
 	socket    string
@@ -91,12 +95,21 @@ func New(opts Options) (*Daemon, error) {
 		Signal: func(pid int) { d.terminate(pid) },
 	})
 	d.metrics = newMetrics(d)
+	d.host = d.newHost()
+	d.jobs = jobs.New(jobs.Config{
+		MaxRetries: cfg.Backends.MaxRetries, JobTimeout: cfg.Backends.JobTimeout.D(),
+		ResultTTL: cfg.Backends.ResultTTL.D(), MaxActive: cfg.Backends.MaxActiveJobs,
+	}, executor{d}, db, log)
 	return d, nil
 }
 
 // terminate sends SIGTERM to a holder that overran its lease ([leases]
 // overrun = "kill").
 func (d *Daemon) terminate(pid int) {
+	if isSelf(pid) {
+		d.log.Warn("a backend overran its lease; the daemon holds that lease and is not terminated", "pid", pid)
+		return
+	}
 	p, err := os.FindProcess(pid)
 	if err == nil {
 		err = p.Signal(sigterm)
@@ -113,69 +126,139 @@ func (d *Daemon) close() {
 	}
 }
 
-// Run serves until ctx ends, then shuts down gracefully: the socket stops
-// accepting, streams end, the engine stops; leases stay in the database for
-// the next start.
+// Run serves until ctx ends, then shuts down gracefully: the sockets stop
+// accepting, streams end, running jobs are interrupted (they resume at the
+// next start), backends stop and release their leases, the engine stops;
+// leases and jobs stay in the database.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.close()
 	ln, err := d.listen()
 	if err != nil {
 		return err
 	}
-	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEngine()
-	var wg sync.WaitGroup
-	goRun := func(f func(context.Context)) {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(engCtx) }()
+	tcp, err := d.listenTCP()
+	if err != nil {
+		ln.Close()
+		return err
 	}
-	goRun(func(c context.Context) { _ = d.eng.Run(c) })
-	goRun(func(c context.Context) {
+	bg := newBackground(ctx)
+	bg.run(func(c context.Context) { _ = d.eng.Run(c) })
+	bg.run(func(c context.Context) {
 		if err := d.watch.Run(c); err != nil {
 			d.log.Error("process watcher stopped", "err", err)
 		}
 	})
 	if err := d.recover(ctx); err != nil {
-		stopEngine()
-		wg.Wait()
-		ln.Close()
+		bg.stop()
+		closeAll(ln, tcp)
 		return err
 	}
-	goRun(d.pumpExits)
-	goRun(d.pumpEvents)
-	goRun(d.refreshLoop)
-	goRun(d.watchdog)
-
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	srv := &http.Server{
-		Handler:           d.routes(),
-		ConnContext:       peerContext,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	for _, f := range []func(context.Context){d.pumpExits, d.pumpEvents, d.refreshLoop, d.watchdog} {
+		bg.run(f)
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	stopHost := d.startHost(bg.ctx)
+	stopJobs := d.startJobs(bg.ctx)
+	srv := d.serve(ln, tcp)
 	d.notifyReady()
 
 	select {
 	case <-ctx.Done():
-	case err = <-serveErr:
+	case err = <-srv.errs:
 		d.log.Error("HTTP server stopped", "err", err)
 	}
 	d.notify("STOPPING=1")
 	d.log.Info("shutting down")
-	cancelBase()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
-	stopEngine()
-	wg.Wait()
+	srv.shutdown()
+	stopJobs()
+	stopHost() // backends stop and their leases are released while the engine runs
+	bg.stop()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+func closeAll(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// background runs the daemon's own goroutines until stop.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBackground(parent context.Context) *background {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+func (b *background) run(f func(context.Context)) {
+	b.wg.Add(1)
+	go func() { defer b.wg.Done(); f(b.ctx) }()
+}
+
+func (b *background) stop() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// servers are the HTTP servers on the Unix socket and the optional TCP
+// listener.
+type servers struct {
+	base context.CancelFunc
+	list []*http.Server
+	errs chan error
+}
+
+// serve starts serving the API on the Unix socket and, with a bearer token,
+// on the TCP listener.
+func (d *Daemon) serve(unix, tcp net.Listener) *servers {
+	baseCtx, cancel := context.WithCancel(context.Background())
+	s := &servers{base: cancel, errs: make(chan error, 2)}
+	handler := d.routes()
+	start := func(ln net.Listener, h http.Handler, conn func(context.Context, net.Conn) context.Context) {
+		srv := &http.Server{
+			Handler: h, ConnContext: conn, ReadHeaderTimeout: 10 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return baseCtx },
+			ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		}
+		s.list = append(s.list, srv)
+		go func() { s.errs <- srv.Serve(ln) }()
+	}
+	start(unix, handler, peerContext)
+	if tcp != nil {
+		start(tcp, requireToken(d.cfg.Daemon.HTTPToken, handler), peerContext)
+	}
+	return s
+}
+
+// shutdown ends streams and long polls, then waits up to 5 s for requests.
+func (s *servers) shutdown() {
+	s.base()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range s.list {
+		_ = srv.Shutdown(ctx)
+	}
+}
+
+// startJobs runs the job manager; the returned function stops it and waits.
+func (d *Daemon) startJobs(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.jobs.Run(ctx); err != nil {
+			d.log.Error("job manager stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (d *Daemon) routes() http.Handler {
@@ -190,6 +273,15 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/leases/{id}/pids", d.addLeasePID)
 	mux.HandleFunc("GET /v1/events", d.events)
 	mux.HandleFunc("POST /v1/estimate", d.postEstimate)
+	mux.HandleFunc("GET /v1/backends", d.getBackends)
+	mux.HandleFunc("POST /v1/jobs", d.postJob)
+	mux.HandleFunc("GET /v1/jobs", d.listJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", d.getJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", d.cancelJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/events", d.jobEvents)
+	mux.HandleFunc("POST /v1/audio/transcriptions", d.openAITranscription(false))
+	mux.HandleFunc("POST /v1/audio/translations", d.openAITranscription(true))
+	mux.HandleFunc("GET /v1/models", d.listModels)
 	mux.HandleFunc("GET /healthz", d.healthz)
 	mux.Handle("GET /metrics", d.metrics.handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

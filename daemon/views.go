@@ -78,35 +78,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": wsched placement events\n\n")
-	_ = rc.Flush()
-	keepalive := time.NewTimer(15 * time.Second)
-	defer keepalive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-keepalive.C:
-			fmt.Fprint(w, ": keepalive\n\n")
-		case ev, ok := <-ch:
-			if !ok {
-				fmt.Fprint(w, "event: lagged\ndata: {}\n\n")
-				_ = rc.Flush()
-				return
-			}
-			if err := writeSSE(w, ev.Seq, string(ev.Type), api.FromEvent(ev)); err != nil {
-				return
-			}
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		keepalive.Reset(15 * time.Second)
-	}
+	streamSSE(w, r, ch, "lagged", func(ev placement.Event) (string, any) { return string(ev.Type), api.FromEvent(ev) })
 }
 
 func (d *Daemon) postEstimate(w http.ResponseWriter, r *http.Request) {

@@ -145,3 +145,21 @@ type Event struct {
 	Progress float64             `json:"progress,omitempty"`
 	Segment  *transcript.Segment `json:"segment,omitempty"`
 }
+
+// marked is an error that also matches a sentinel without adding its text.
+type marked struct {
+	err  error
+	mark error
+}
+
+func (m marked) Error() string   { return m.err.Error() }
+func (m marked) Unwrap() []error { return []error{m.err, m.mark} }
+
+// Mark makes err match sentinel (ErrBadInput, ErrRetryable, ErrOutOfMemory)
+// under errors.Is, keeping err's own message.
+func Mark(err, sentinel error) error {
+	if err == nil {
+		return nil
+	}
+	return marked{err: err, mark: sentinel}
+}

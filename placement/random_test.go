@@ -30,6 +30,7 @@ func TestRandomized(t *testing.T) {
 	t.Logf("seed %d (rerun with go test -run TestRandomized -seed=%d ./placement)", seed, seed)
 	synctest.Test(t, func(t *testing.T) {
 		var violations []string
+		seen := map[string]bool{} // lease IDs granted before this step
 		sims := gpus(8, 24*GiB)
 		for i := range sims {
 			sims[i].Processes = []config.SimProcess{{PID: 50000 + i, Name: "foreign", Used: units.Bytes(int64(i) * GiB / 2)}}
@@ -40,7 +41,7 @@ func TestRandomized(t *testing.T) {
 			c.Leases.MaxQueue = 64
 			c.Leases.BackfillWindow = units.Duration(2 * time.Second)
 			c.Leases.Aging = units.Duration(3 * time.Second)
-			o.afterOp = func(s *state) { violations = append(violations, checkInvariants(s)...) }
+			o.afterOp = func(s *state) { violations = append(violations, checkInvariants(s, seen)...) }
 		})
 		defer r.stop()
 		events, cancel, err := r.eng.Subscribe(context.Background())
@@ -62,9 +63,15 @@ func TestRandomized(t *testing.T) {
 		cancel()
 		<-logDone
 		var nv int
-		_ = r.eng.do(context.Background(), func(*state) { nv = len(violations) }) // read on the owner loop
+		var first string
+		_ = r.eng.do(context.Background(), func(*state) { // read on the owner loop
+			nv = len(violations)
+			if nv > 0 {
+				first = violations[0]
+			}
+		})
 		if nv > 0 {
-			t.Fatalf("seed %d: %d invariant violations, first: %s", seed, len(violations), violations[0])
+			t.Fatalf("seed %d: %d invariant violations, first: %s", seed, nv, first)
 		}
 		if err := log.verify(); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
@@ -116,15 +123,28 @@ func worker(r *rig, rng *rand.Rand, n int) {
 	}
 }
 
-// checkInvariants runs on the owner loop after every step.
-func checkInvariants(s *state) []string {
+// checkInvariants runs on the owner loop after every step. A step that
+// grew a GPU's leases must leave leased ≤ usable − foreign there: grants
+// never over-commit. (Foreign memory may grow after a grant — a process
+// outliving its lease, a reading taken before a release — which can push a
+// GPU over without any grant; that is the overcommit the second term of the
+// formula exists for, and no grant may be made on it.)
+func checkInvariants(s *state, seen map[string]bool) []string {
 	var bad []string
-	for _, a := range s.accounts() {
-		if a.LeasedBytes > a.UsableBytes-a.ForeignBytes {
-			bad = append(bad, fmt.Sprintf("GPU %d: leased %d > usable %d − foreign %d", a.Index, a.LeasedBytes, a.UsableBytes, a.ForeignBytes))
+	granted := map[string]bool{} // GPUs with a lease granted in this step
+	for id, l := range s.leases {
+		if !seen[id] {
+			seen[id] = true
+			granted[l.GPU] = true
 		}
-		if a.AvailableBytes < 0 {
-			bad = append(bad, fmt.Sprintf("GPU %d: available %d < 0", a.Index, a.AvailableBytes))
+	}
+	for _, a := range s.accounts() {
+		grew := granted[a.UUID]
+		if grew && a.LeasedBytes > a.UsableBytes-a.ForeignBytes {
+			bad = append(bad, fmt.Sprintf("GPU %d: a grant made leased %d > usable %d − foreign %d", a.Index, a.LeasedBytes, a.UsableBytes, a.ForeignBytes))
+		}
+		if grew && a.AvailableBytes < 0 {
+			bad = append(bad, fmt.Sprintf("GPU %d: a grant left available %d < 0", a.Index, a.AvailableBytes))
 		}
 	}
 	for id, l := range s.leases {

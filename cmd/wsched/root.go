@@ -37,6 +37,8 @@ would pick.`,
 	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newServeCmd(a), newEstimateCmd(a))
 	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
 	root.AddCommand(newRunCmd(a), newBenchCmd(a))
+	root.AddCommand(newBackendsCmd(a))
+	root.AddCommand(newModelsCmd(a))
 	return root
 }
 

@@ -157,4 +157,41 @@ type Backends struct {
 	// DefaultModel serves requests for OpenAI's "whisper-1" and jobs that
 	// name no model.
 	DefaultModel string `toml:"default_model"`
+	// DevDirs are searched after PluginDir (developer builds); relative
+	// paths are resolved against the daemon's working directory.
+	DevDirs []string `toml:"dev_dirs"`
+	// KeepAlive is how long a loaded backend stays warm after its last use
+	// (a request may override it).
+	KeepAlive units.Duration `toml:"keep_alive"`
+	// HealthInterval is how often idle backends are health-checked and
+	// their leases renewed.
+	HealthInterval units.Duration `toml:"health_interval"`
+	// StartTimeout bounds a backend's start-up handshake.
+	StartTimeout units.Duration `toml:"start_timeout"`
+	// MaxRestarts is how often a crashed backend is restarted under the
+	// same lease before it is given up.
+	MaxRestarts int `toml:"max_restarts"`
+	// ModelsDir is scanned for whisper.cpp models named ggml-NAME.bin, served
+	// as model NAME; `wsched models pull` downloads into it. "" resolves to
+	// /var/lib/wsched/models for root and $XDG_DATA_HOME/wsched/models
+	// (~/.local/share/wsched/models) otherwise.
+	ModelsDir string `toml:"models_dir"`
+	// ModelsURL is the base URL `wsched models pull NAME` fetches
+	// ModelsURL/ggml-NAME.bin from.
+	ModelsURL string `toml:"models_url"`
+	// Models are the [[backends.model]] entries; an entry wins over a file
+	// of the same name in ModelsDir.
+	Models []Model `toml:"model"`
+}
+
+// Model is one [[backends.model]] entry: a model served under Name by
+// Backend from the file or directory at Path.
+type Model struct {
+	Name    string `toml:"name"`
+	Backend string `toml:"backend"`
+	Path    string `toml:"path"`
+	// Memory is the lease an instance of this model gets; needed for
+	// backends the estimator has no profile for, and overrides the estimate
+	// for the others. 0 (or absent): estimate.
+	Memory units.Bytes `toml:"memory"`
 }

@@ -80,6 +80,24 @@ func TestStrictErrors(t *testing.T) {
 			`t.toml:2: inventory.provider: "sim" needs at least one [[inventory.sim]] GPU`, ErrBadValue},
 		{"reserved key", "[placement.reserved_per_gpu]\n\"cuda:0\" = \"1GiB\"\n",
 			`t.toml:1: placement.reserved_per_gpu: key "cuda:0" is not allowed: want a GPU index ("0") or UUID`, ErrBadValue},
+		{"relative plugin dir", "[backends]\nplugin_dir = \"plugins\"\n",
+			`t.toml:2: backends.plugin_dir: "plugins" is not allowed: want an absolute path`, ErrBadValue},
+		{"max restarts", "[backends]\n\nmax_restarts = -1\n",
+			`t.toml:3: backends.max_restarts: -1 is not allowed: want 0 to 100`, ErrBadValue},
+		{"health interval", "[backends]\nhealth_interval = \"1ms\"\n",
+			`t.toml:2: backends.health_interval: 1ms is not allowed: want at least 100ms`, ErrBadValue},
+		{"model without name", "[[backends.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"/m/a.bin\"\n[[backends.model]]\nbackend = \"whisper.cpp\"\npath = \"/m/b.bin\"\n",
+			`t.toml:5: backends.model.name: is empty: want the name clients ask for`, ErrBadValue},
+		{"model name twice", "[[backends.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"/m/a.bin\"\n[[backends.model]]\nname = \"a\"\nbackend = \"sensevoice\"\npath = \"/m/b\"\n",
+			`t.toml:6: backends.model.name: "a" is already the name of model entry 1`, ErrBadValue},
+		{"model without backend", "[[backends.model]]\nname = \"a\"\npath = \"/m/a.bin\"\n",
+			`t.toml:1: backends.model.backend: is empty: want the backend that serves "a" (whisper.cpp, say)`, ErrBadValue},
+		{"model path relative", "[[backends.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"m/a.bin\"\n",
+			`t.toml:4: backends.model.path: "m/a.bin" is not allowed: want an absolute path`, ErrBadValue},
+		{"models_dir relative", "[backends]\nmodels_dir = \"models\"\n",
+			`t.toml:2: backends.models_dir: "models" is not allowed: want an absolute path`, ErrBadValue},
+		{"models_url not http", "[backends]\nmodels_url = \"ftp://example.org/m\"\n",
+			`t.toml:2: backends.models_url: "ftp://example.org/m" is not allowed: want an http:// or https:// URL`, ErrBadValue},
 		{"syntax", "[daemon\n", "", ErrSyntax},
 	}
 	for _, tt := range tests {
@@ -129,6 +147,50 @@ func TestLoadEnvOverrides(t *testing.T) {
 	}
 }
 
+func TestModelsDir(t *testing.T) {
+	file := writeFile(t, "")
+	withDir := writeFile(t, "[backends]\nmodels_dir = \"/srv/models\"\n")
+	tests := []struct {
+		name string
+		path string
+		uid  int
+		env  map[string]string
+		want string
+	}{
+		{"root", file, 0, nil, "/var/lib/wsched/models"},
+		{"user with XDG_DATA_HOME", file, 1000, map[string]string{"XDG_DATA_HOME": "/d", "HOME": "/home/u"}, "/d/wsched/models"},
+		{"user", file, 1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/share/wsched/models"},
+		{"file", withDir, 0, nil, "/srv/models"},
+		{"env over file", withDir, 1000, map[string]string{"WSCHED_MODELS_DIR": "/e/models"}, "/e/models"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(Options{Path: tt.path, LookupEnv: env(tt.env), UID: uid(tt.uid)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Backends.ModelsDir != tt.want {
+				t.Errorf("models_dir = %q, want %q", cfg.Backends.ModelsDir, tt.want)
+			}
+		})
+	}
+	_, err := Load(Options{Path: file, LookupEnv: env(map[string]string{"WSCHED_MODELS_DIR": "rel"}), UID: uid(0)})
+	if want := `WSCHED_MODELS_DIR: "rel" is not allowed: want an absolute path`; !errors.Is(err, ErrBadValue) || err.Error() != want {
+		t.Errorf("relative WSCHED_MODELS_DIR: error = %v, want %s", err, want)
+	}
+}
+
+func TestModelEntries(t *testing.T) {
+	cfg, err := Parse([]byte("[[backends.model]]\nname = \"turbo\"\nbackend = \"whisper.cpp\"\npath = \"/m/ggml-large-v3-turbo.bin\"\n[[backends.model]]\nname = \"sv\"\nbackend = \"sensevoice\"\npath = \"/m/sensevoice\"\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}, {Name: "sv", Backend: "sensevoice", Path: "/m/sensevoice"}}
+	if !reflect.DeepEqual(cfg.Backends.Models, want) || cfg.Backends.ModelsURL != DefaultModelsURL {
+		t.Errorf("backends = %+v", cfg.Backends)
+	}
+}
+
 func TestLoadPathDefaults(t *testing.T) {
 	path := writeFile(t, "")
 	root, err := Load(Options{Path: path, LookupEnv: env(nil), UID: uid(0)})
@@ -155,6 +217,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 	used := units.Bytes(3 * units.GiB)
 	cfg.Inventory.Sim = []SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
 	cfg.Placement.ReservedPerGPU["1"] = units.Bytes(units.GiB)
+	cfg.Backends.Models = []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}}
+	cfg.Backends.ModelsDir = "/srv/models"
 	text, err := cfg.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,10 @@ import (
 	"github.com/wsched/wsched/internal/units"
 )
 
+// DefaultModelsURL is [backends] models_url: the whisper.cpp model
+// repository on Hugging Face.
+const DefaultModelsURL = "https://huggingface.co/ggerganov/whisper.cpp/resolve/main"
+
 // Defaults returns the built-in configuration. wsched.toml at the repository
 // root documents the same values; a test keeps them equal.
 func Defaults() *Config {
@@ -50,13 +54,19 @@ func Defaults() *Config {
 			CUDAContext: units.Bytes(400 * units.MiB),
 		},
 		Backends: Backends{
-			PluginDir:     "/usr/lib/wsched/plugins",
-			MaxRetries:    3,
-			JobTimeout:    units.Duration(time.Hour),
-			ResultTTL:     units.Duration(24 * time.Hour),
-			MaxActiveJobs: 64,
-			MaxUpload:     units.Bytes(1 * units.GiB),
-			DefaultModel:  "base",
+			PluginDir:      "/usr/lib/wsched/plugins",
+			MaxRetries:     3,
+			JobTimeout:     units.Duration(time.Hour),
+			ResultTTL:      units.Duration(24 * time.Hour),
+			MaxActiveJobs:  64,
+			MaxUpload:      units.Bytes(1 * units.GiB),
+			DefaultModel:   "base",
+			DevDirs:        []string{"./bin"},
+			KeepAlive:      units.Duration(5 * time.Minute),
+			HealthInterval: units.Duration(30 * time.Second),
+			StartTimeout:   units.Duration(time.Minute),
+			MaxRestarts:    3,
+			ModelsURL:      DefaultModelsURL,
 		},
 	}
 }

@@ -84,8 +84,8 @@ func (o Options) uid() int {
 }
 
 // Load finds, reads and validates the configuration, then applies the
-// environment overrides WSCHED_SOCKET, WSCHED_STATE_DIR and WSCHED_DEVICE
-// (or the legacy SENSEVOICE_DEVICE).
+// environment overrides WSCHED_SOCKET, WSCHED_STATE_DIR, WSCHED_MODELS_DIR
+// and WSCHED_DEVICE (or the legacy SENSEVOICE_DEVICE).
 func Load(opts Options) (*Config, error) {
 	cfg := Defaults()
 	path, err := opts.findFile()
@@ -200,6 +200,12 @@ func applyEnv(cfg *Config, opts Options) error {
 	if v := opts.getenv("WSCHED_STATE_DIR"); v != "" {
 		cfg.Daemon.StateDir = v
 	}
+	if v := opts.getenv("WSCHED_MODELS_DIR"); v != "" {
+		if !filepath.IsAbs(v) {
+			return &Error{Key: "WSCHED_MODELS_DIR", Msg: fmt.Sprintf("%q is not allowed: want an absolute path", v), Err: ErrBadValue}
+		}
+		cfg.Backends.ModelsDir = v
+	}
 	spec, name, err := device.FromEnv(opts.lookup)
 	if err != nil {
 		return &Error{Key: name, Msg: strings.TrimPrefix(err.Error(), name+": "), Err: ErrBadValue}
@@ -208,8 +214,8 @@ func applyEnv(cfg *Config, opts Options) error {
 	return nil
 }
 
-// resolvePaths fills the socket and state directory defaults that depend on
-// who runs wsched.
+// resolvePaths fills the socket, state directory and models directory
+// defaults that depend on who runs wsched.
 func (c *Config) resolvePaths(opts Options) {
 	root := opts.uid() == 0
 	if c.Daemon.Socket == "" {
@@ -223,6 +229,16 @@ func (c *Config) resolvePaths(opts Options) {
 			c.Daemon.StateDir = filepath.Join(opts.getenv("XDG_STATE_HOME"), "wsched")
 		default:
 			c.Daemon.StateDir = filepath.Join(opts.getenv("HOME"), ".local", "state", "wsched")
+		}
+	}
+	if c.Backends.ModelsDir == "" {
+		switch {
+		case root:
+			c.Backends.ModelsDir = "/var/lib/wsched/models"
+		case opts.getenv("XDG_DATA_HOME") != "":
+			c.Backends.ModelsDir = filepath.Join(opts.getenv("XDG_DATA_HOME"), "wsched", "models")
+		default:
+			c.Backends.ModelsDir = filepath.Join(opts.getenv("HOME"), ".local", "share", "wsched", "models")
 		}
 	}
 }

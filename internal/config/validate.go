@@ -3,7 +3,9 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +46,9 @@ func (c *Config) validate() error {
 }
 
 func (b Backends) validate() error {
+	if err := b.validatePlugins(); err != nil {
+		return err
+	}
 	switch {
 	case b.MaxRetries < 0 || b.MaxRetries > 100:
 		return bad("backends.max_retries", "%d is not allowed: want 0 to 100", b.MaxRetries)
@@ -161,4 +166,46 @@ func (l Leases) validate() error {
 		return bad("leases.aging", "%s is not allowed: want a duration above 0", l.Aging)
 	}
 	return nil
+}
+
+func (b Backends) validateModels() error {
+	if b.ModelsDir != "" && !filepath.IsAbs(b.ModelsDir) {
+		return bad("backends.models_dir", "%q is not allowed: want an absolute path", b.ModelsDir)
+	}
+	if u, err := url.Parse(b.ModelsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("backends.models_url", "%q is not allowed: want an http:// or https:// URL", b.ModelsURL)
+	}
+	seen := map[string]int{}
+	for i, m := range b.Models {
+		key := fmt.Sprintf("backends.model#%d", i)
+		switch {
+		case strings.TrimSpace(m.Name) == "":
+			return bad(key+".name", "is empty: want the name clients ask for")
+		case strings.TrimSpace(m.Backend) == "":
+			return bad(key+".backend", "is empty: want the backend that serves %q (whisper.cpp, say)", m.Name)
+		case !filepath.IsAbs(m.Path):
+			return bad(key+".path", "%q is not allowed: want an absolute path", m.Path)
+		}
+		if j, dup := seen[m.Name]; dup {
+			return bad(key+".name", "%q is already the name of model entry %d", m.Name, j+1)
+		}
+		seen[m.Name] = i
+	}
+	return nil
+}
+
+func (b Backends) validatePlugins() error {
+	switch {
+	case b.PluginDir != "" && !filepath.IsAbs(b.PluginDir):
+		return bad("backends.plugin_dir", "%q is not allowed: want an absolute path", b.PluginDir)
+	case slices.Contains(b.DevDirs, ""):
+		return bad("backends.dev_dirs", `"" is not allowed: want a directory`)
+	case b.HealthInterval < units.Duration(100*time.Millisecond):
+		return bad("backends.health_interval", "%s is not allowed: want at least 100ms", b.HealthInterval)
+	case b.StartTimeout <= 0:
+		return bad("backends.start_timeout", "%s is not allowed: want a duration above 0", b.StartTimeout)
+	case b.MaxRestarts < 0 || b.MaxRestarts > 100:
+		return bad("backends.max_restarts", "%d is not allowed: want 0 to 100", b.MaxRestarts)
+	}
+	return b.validateModels()
 }

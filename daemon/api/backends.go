@@ -1,0 +1,53 @@
+package api
+
+import "time"
+
+// Backends is the body of GET /v1/backends: the directories searched, the
+// backends found there, the files refused, and the warm instances.
+type Backends struct {
+	Dirs      []string          `json:"dirs"`
+	Backends  []Backend         `json:"backends"`
+	Refused   []RefusedBackend  `json:"refused"`
+	Instances []BackendInstance `json:"instances"`
+}
+
+// Backend is one discovered backend executable and what its Info says.
+type Backend struct {
+	Name         string            `json:"name"`
+	Path         string            `json:"path"`
+	Version      string            `json:"version,omitempty"`
+	ModelFormats []string          `json:"model_formats,omitempty"`
+	Devices      []string          `json:"devices,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	// Error says why the backend did not answer Info.
+	Error string `json:"error,omitempty"`
+}
+
+// RefusedBackend is a file (or directory) the daemon will not run, and why.
+type RefusedBackend struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// BackendInstance is a backend process with a model loaded under a lease.
+type BackendInstance struct {
+	ID      string `json:"id"`
+	Backend string `json:"backend"`
+	Model   string `json:"model"`
+	// State is starting, idle, busy, checking, restarting or stopping.
+	State    string `json:"state"`
+	Lease    string `json:"lease"`
+	GPUIndex int    `json:"gpu_index"` // -1 for cpu
+	GPUUUID  string `json:"gpu_uuid,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	// MemoryBytes is the lease's size; ReportedBytes what the backend said
+	// it allocated when it loaded the model.
+	MemoryBytes      int64     `json:"memory_bytes"`
+	ReportedBytes    int64     `json:"reported_bytes"`
+	Started          time.Time `json:"started,omitzero"`
+	LastUsed         time.Time `json:"last_used,omitzero"`
+	IdleSeconds      float64   `json:"idle_seconds"`
+	KeepAliveSeconds float64   `json:"keep_alive_seconds"`
+	Restarts         int       `json:"restarts"`
+	Failed           string    `json:"failed,omitempty"`
+}

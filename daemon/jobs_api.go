@@ -1,0 +1,220 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/jobs/transcript"
+	"github.com/wsched/wsched/placement"
+)
+
+// JobRequest is the JSON body of POST /v1/jobs (or the fields of a
+// multipart upload with a "file" part).
+type JobRequest struct {
+	// AudioPath is a file on the daemon's machine the client may read.
+	AudioPath   string  `json:"audio_path,omitempty"`
+	Model       string  `json:"model,omitempty"`
+	Language    string  `json:"language,omitempty"`
+	Translate   bool    `json:"translate,omitempty"`
+	Prompt      string  `json:"prompt,omitempty"`
+	Temperature float64 `json:"temperature,omitempty"`
+	// Format of the result: json, text, srt, vtt, verbose_json.
+	Format   string `json:"format,omitempty"`
+	Priority string `json:"priority,omitempty"`
+	// KeepAliveSeconds keeps the loaded model warm after the job.
+	KeepAliveSeconds float64 `json:"keep_alive_seconds,omitempty"`
+}
+
+var jobStatus = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{jobs.ErrNotFound, http.StatusNotFound, "not_found"},
+	{jobs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+	{jobs.ErrFinished, http.StatusConflict, "job_finished"},
+	{jobs.ErrQueueFull, http.StatusServiceUnavailable, "too_many_jobs"},
+	{jobs.ErrStopped, http.StatusServiceUnavailable, "shutting_down"},
+}
+
+// jobError maps the job manager's errors to API errors.
+func jobError(err error) error {
+	for _, m := range jobStatus {
+		if errors.Is(err, m.err) {
+			return &httpError{status: m.status, code: m.code, err: err}
+		}
+	}
+	return err
+}
+
+// owner identifies who submits and may see a job: the socket peer, or the
+// bearer of the TCP token (uid −1).
+func owner(p Peer) placement.Holder {
+	if !p.Known {
+		return placement.Holder{PID: 0, UID: -1, Name: "token"}
+	}
+	return placement.Holder{PID: p.PID, UID: p.UID}
+}
+
+// mayAccess allows a job's owner and root.
+func mayAccess(p Peer, j jobs.Job) error {
+	if p.IsRoot() || owner(p).UID == j.Spec.Owner.UID {
+		return nil
+	}
+	return forbidden("job %s belongs to another user", j.ID)
+}
+
+// jobSpec validates a request into a job spec. The audio is either an
+// upload the daemon already saved (uploaded) or a path the client may read.
+func (d *Daemon) jobSpec(peer Peer, req JobRequest, uploaded string) (jobs.Spec, error) {
+	spec := jobs.Spec{
+		Model: req.Model, Language: strings.ToLower(strings.TrimSpace(req.Language)), Translate: req.Translate,
+		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
+	}
+	if spec.Model == "" || spec.Model == "whisper-1" {
+		spec.Model = d.cfg.Backends.DefaultModel
+	}
+	if spec.Language == "auto" {
+		spec.Language = ""
+	}
+	if spec.Language != "" && !transcript.IsLanguage(spec.Language) {
+		return spec, badRequest("invalid_field", "field language: %q is not a Whisper language code (e.g. en, de, zh)", req.Language)
+	}
+	var err error
+	if spec.Format, err = transcript.ParseFormat(req.Format); err != nil {
+		return spec, badRequest("invalid_field", "field format: %v", err)
+	}
+	if spec.Priority, err = placement.ParsePriority(req.Priority); err != nil {
+		return spec, badRequest("invalid_field", "field priority: %q is not allowed: want high, normal or low", req.Priority)
+	}
+	ka, err := seconds("keep_alive_seconds", req.KeepAliveSeconds)
+	if err != nil {
+		return spec, err
+	}
+	spec.KeepAlive = ka
+	switch {
+	case uploaded != "":
+		spec.AudioPath, spec.Uploaded = uploaded, true
+	case req.AudioPath == "":
+		return spec, badRequest("invalid_request", "audio_path or an uploaded file is required")
+	case !peer.Known:
+		return spec, forbidden("audio by path needs the Unix socket; upload the file over TCP")
+	default:
+		if err := readableBy(d.procRoot, peer, req.AudioPath); err != nil {
+			return spec, forbidden("audio_path: %v", err)
+		}
+		spec.AudioPath = req.AudioPath
+	}
+	return spec, nil
+}
+
+func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
+	req, uploaded, err := d.readJobRequest(w, r)
+	if err == nil {
+		var spec jobs.Spec
+		if spec, err = d.jobSpec(peer, req, uploaded); err == nil {
+			var j jobs.Job
+			if j, err = d.jobs.Submit(r.Context(), spec); err == nil {
+				writeJSON(w, http.StatusAccepted, j)
+				return
+			}
+			err = jobError(err)
+		}
+	}
+	d.removeFile(uploaded)
+	writeError(w, err)
+}
+
+// readJobRequest takes the JSON body, or a multipart form whose "file" part
+// is saved as an upload.
+func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (JobRequest, string, error) {
+	var req JobRequest
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != "multipart/form-data" {
+		return req, "", decodeBody(w, r, &req, false)
+	}
+	form, path, err := d.readUpload(w, r)
+	if err != nil {
+		return req, "", err
+	}
+	req = JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["format"],
+		Priority: form["priority"], Translate: form["translate"] == "true"}
+	if v := form["keep_alive_seconds"]; v != "" {
+		if _, err := fmt.Sscan(v, &req.KeepAliveSeconds); err != nil {
+			d.removeFile(path)
+			return req, "", badRequest("invalid_field", "field keep_alive_seconds: %q is not a number", v)
+		}
+	}
+	return req, path, nil
+}
+
+func (d *Daemon) listJobs(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
+	all, err := d.jobs.List(r.Context())
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	out := []jobs.Job{}
+	for _, j := range all {
+		if mayAccess(peer, j) == nil {
+			out = append(out, j)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+}
+
+// accessibleJob loads a job and checks the peer may see it.
+func (d *Daemon) accessibleJob(r *http.Request) (jobs.Job, error) {
+	j, err := d.jobs.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return j, jobError(err)
+	}
+	return j, mayAccess(peerFrom(r.Context()), j)
+}
+
+func (d *Daemon) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := d.accessibleJob(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (d *Daemon) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if _, err := d.accessibleJob(r); err != nil {
+		writeError(w, err)
+		return
+	}
+	j, err := d.jobs.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	peer := peerFrom(r.Context())
+	d.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	writeJSON(w, http.StatusOK, j)
+}
+
+// jobEvents streams a job's events as Server-Sent Events: every state it
+// has been in, then live state changes, progress and segments, ending when
+// the job finishes.
+func (d *Daemon) jobEvents(w http.ResponseWriter, r *http.Request) {
+	if _, err := d.accessibleJob(r); err != nil {
+		writeError(w, err)
+		return
+	}
+	_, ch, stop, err := d.jobs.Subscribe(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	defer stop()
+	streamSSE(w, r, ch, "end", func(ev jobs.Event) (string, any) { return string(ev.Type), ev })
+}

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// tcpRoutes are what the TCP listener serves: transcription (uploads only),
+// the OpenAI-compatible endpoints and read-only views. Leases and audio by
+// path need the Unix socket, where the kernel vouches for the client.
+var tcpRoutes = []string{
+	"/v1/audio/transcriptions", "/v1/audio/translations", "/v1/models", "/v1/jobs", "/v1/gpus",
+	"/v1/status", "/v1/estimate", "/healthz",
+}
+
+// listenTCP opens [daemon] http_listen, when configured.
+func (d *Daemon) listenTCP() (net.Listener, error) {
+	if d.cfg.Daemon.HTTPListen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", d.cfg.Daemon.HTTPListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", d.cfg.Daemon.HTTPListen, err)
+	}
+	d.log.Info("serving over TCP (bearer token required)", "addr", ln.Addr().String())
+	return ln, nil
+}
+
+// requireToken guards the TCP listener: a bearer token compared in constant
+// time, and only the routes in tcpRoutes.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="wsched"`)
+			writeError(w, &httpError{status: http.StatusUnauthorized, code: "unauthorized", err: fmt.Errorf("missing or wrong bearer token")})
+			return
+		}
+		for _, p := range tcpRoutes {
+			if r.URL.Path == p || strings.HasPrefix(r.URL.Path, p+"/") {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		writeError(w, forbidden("%s is served on the Unix socket only", r.URL.Path))
+	})
+}

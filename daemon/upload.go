@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxFormField bounds each non-file field of a multipart form.
+const maxFormField = 64 << 10
+
+// readUpload streams a multipart form: the "file" part goes to
+// [daemon] state_dir/uploads (at most [backends] max_upload), the other
+// fields are returned (repeated fields joined by commas).
+func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
+	limit := int64(d.cfg.Backends.MaxUpload)
+	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, "", badRequest("invalid_request", "want multipart/form-data: %v", err)
+	}
+	form := map[string]string{}
+	var path string
+	fail := func(err error) (map[string]string, string, error) {
+		d.removeFile(path)
+		return nil, "", err
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fail(uploadError(err, limit))
+		}
+		name := part.FormName()
+		if name == "file" && part.FileName() != "" {
+			if path != "" {
+				return fail(badRequest("invalid_request", "more than one file part"))
+			}
+			if path, err = d.saveUpload(part, limit); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		val, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
+		if err != nil {
+			return fail(uploadError(err, limit))
+		}
+		if len(val) > maxFormField {
+			return fail(badRequest("invalid_field", "field %s is longer than %d bytes", name, maxFormField))
+		}
+		if old, ok := form[name]; ok {
+			form[name] = old + "," + string(val)
+		} else {
+			form[name] = string(val)
+		}
+	}
+	return form, path, nil
+}
+
+func uploadError(err error, limit int64) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", err: fmt.Errorf("upload is larger than [backends] max_upload (%d bytes)", limit)}
+	}
+	return badRequest("invalid_request", "read upload: %v", err)
+}
+
+// saveUpload writes a file part into the uploads directory, keeping its
+// extension (decoders look at it), mode 0600.
+func (d *Daemon) saveUpload(part io.Reader, limit int64) (string, error) {
+	dir := filepath.Join(d.cfg.Daemon.StateDir, "uploads")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create uploads dir: %w", err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	ext := ""
+	if p, ok := part.(interface{ FileName() string }); ok {
+		ext = strings.ToLower(filepath.Ext(p.FileName()))
+		if len(ext) > 8 || strings.ContainsAny(ext, "/\\") {
+			ext = ""
+		}
+	}
+	path := filepath.Join(dir, "upload-"+hex.EncodeToString(b[:])+ext)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("save upload: %w", err)
+	}
+	n, err := io.Copy(f, io.LimitReader(part, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		os.Remove(path)
+		return "", uploadError(err, limit)
+	case n > limit:
+		os.Remove(path)
+		return "", uploadError(&http.MaxBytesError{Limit: limit}, limit)
+	case n == 0:
+		os.Remove(path)
+		return "", badRequest("invalid_request", "the uploaded file is empty")
+	}
+	return path, nil
+}
+
+func (d *Daemon) removeFile(path string) {
+	if path != "" {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			d.log.Warn("cannot remove upload", "path", path, "err", err)
+		}
+	}
+}

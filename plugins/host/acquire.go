@@ -1,0 +1,262 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"time"
+
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/plugins"
+)
+
+// Lease labels the host sets on its leases.
+const (
+	LabelBackend = "wsched.backend"
+	LabelModel   = "wsched.model"
+)
+
+// Spec says which backend to run with which model, where, and for how long
+// to keep it warm.
+type Spec struct {
+	// Backend is NAME of the executable wsched-backend-NAME.
+	Backend string
+	// Load names the model (an absolute path) and the options that shape
+	// its memory. Load.Device is ignored: the host sets it to what the
+	// backend sees under its lease, cuda:0 or cpu.
+	Load plugins.LoadRequest
+	// MemoryBytes is the lease's size: the caller's estimate (or measure)
+	// for the model and one decoding state. Required unless Device is cpu.
+	MemoryBytes int64
+	// Device is auto, a GPU (index or UUID) or cpu.
+	Device   device.Spec
+	Priority placement.Priority
+	// KeepAlive is how long the instance stays warm after release: 0 means
+	// [backends] keep_alive, a negative value not at all.
+	KeepAlive time.Duration
+	// Wait is how long to queue for memory when nothing idle is left to
+	// evict (0: fail at once with placement.ErrNoFit).
+	Wait time.Duration
+	// Labels are added to the lease (e.g. the estimator's key).
+	Labels map[string]string
+}
+
+func (s Spec) validate() error {
+	switch {
+	case !validName(s.Backend):
+		return fmt.Errorf("%w: backend name %q: want letters, digits, '-' or '_'", ErrInvalid, s.Backend)
+	case !filepath.IsAbs(s.Load.ModelPath):
+		return fmt.Errorf("%w: model path %q is not absolute", ErrInvalid, s.Load.ModelPath)
+	case s.MemoryBytes < 0 || (s.MemoryBytes == 0 && s.Device.Kind != device.CPU):
+		return fmt.Errorf("%w: memory %d bytes: want a size above 0 for a GPU", ErrInvalid, s.MemoryBytes)
+	case s.Wait < 0:
+		return fmt.Errorf("%w: wait %s is negative", ErrInvalid, s.Wait)
+	}
+	return nil
+}
+
+// Acquire returns an instance of spec's backend with its model loaded,
+// checked out to the caller alone, and the function that hands it back
+// (call it exactly when done; more calls do nothing). A warm instance of the
+// same spec is reused; otherwise a new one is started under a new lease,
+// evicting idle instances least recently used first when the lease does not
+// fit, and waiting up to spec.Wait when nothing is left to evict.
+func (h *Host) Acquire(ctx context.Context, spec Spec) (*Instance, func(), error) {
+	if err := spec.validate(); err != nil {
+		return nil, nil, fmt.Errorf("host: acquire: %w", err)
+	}
+	if spec.KeepAlive == 0 {
+		spec.KeepAlive = h.opts.Config.KeepAlive.D()
+	}
+	spec.Labels = maps.Clone(spec.Labels)
+	spec.Load.Extra = maps.Clone(spec.Load.Extra)
+	k := keyOf(spec)
+	var bin *Binary
+	for {
+		if inst, err := h.takeWarm(ctx, k, spec); inst != nil || err != nil {
+			return inst, inst.releaser(), err
+		}
+		if bin == nil {
+			b, err := h.lookup(spec.Backend)
+			if err != nil {
+				return nil, nil, err
+			}
+			bin = &b
+		}
+		l, err := h.opts.Leases.Acquire(ctx, h.request(spec, *bin, 0))
+		if err == nil {
+			return h.startWorker(ctx, spec, *bin, l)
+		}
+		if errors.Is(err, placement.ErrNoFit) && h.evictOne(spec, "evicted (least recently used) for a load that did not fit") {
+			continue
+		}
+		if errors.Is(err, placement.ErrNoFit) && spec.Wait > 0 {
+			return h.waitForRoom(ctx, k, spec, *bin)
+		}
+		return nil, nil, fmt.Errorf("host: lease %s for backend %s: %w", units.FormatBytes(spec.MemoryBytes), spec.Backend, err)
+	}
+}
+
+// releaser is the release function of an instance (nil for none).
+func (i *Instance) releaser() func() {
+	if i == nil {
+		return nil
+	}
+	return i.release
+}
+
+// request is the lease request for an instance of spec.
+func (h *Host) request(spec Spec, bin Binary, wait time.Duration) placement.Request {
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelBackend], labels[LabelModel] = bin.Name, spec.Load.ModelPath
+	holder := h.opts.Holder
+	holder.Name = BinaryPrefix + bin.Name
+	return placement.Request{
+		Bytes: spec.MemoryBytes, Device: spec.Device, Priority: spec.Priority, TTL: h.ttl, Wait: wait,
+		Holder: holder, Labels: labels,
+	}
+}
+
+// lookup finds a backend by name, scanning the directories afresh.
+func (h *Host) lookup(name string) (Binary, error) {
+	found, _ := h.scan()
+	for _, b := range found {
+		if b.Name == name {
+			return b, nil
+		}
+	}
+	return Binary{}, fmt.Errorf("host: %w: no usable %s%s in %v", ErrUnknownBackend, BinaryPrefix, name, h.dirs)
+}
+
+// takeWarm checks out an idle instance of key k whose lease is large enough
+// for spec; nil when there is none. An instance whose process died while
+// idle is restarted first (or dropped when that fails).
+func (h *Host) takeWarm(ctx context.Context, k key, spec Spec) (*Instance, error) {
+	for {
+		h.mu.Lock()
+		if h.stopped {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("host: acquire: %w", ErrStopped)
+		}
+		w := h.idleMatch(k, spec)
+		h.mu.Unlock()
+		if w == nil {
+			return nil, nil
+		}
+		if p := w.proc; p.exited() { // w.proc is ours to read: we own w
+			h.crashed(ctx, w, p, "acquire", errExited)
+		}
+		h.mu.Lock()
+		failed := w.failed
+		if failed != nil {
+			w.state = StateStopping
+		}
+		h.mu.Unlock()
+		if failed != nil {
+			h.drop(w, "backend given up: "+failed.Error())
+			continue
+		}
+		return &Instance{h: h, w: w}, nil
+	}
+}
+
+// idleMatch claims the most recently used idle instance of k that fits
+// spec. Call with h.mu held.
+func (h *Host) idleMatch(k key, spec Spec) *worker {
+	var best *worker
+	for _, w := range h.workers {
+		if w.state == StateIdle && w.key == k && w.failed == nil && w.lease.Bytes >= spec.MemoryBytes &&
+			(best == nil || w.lastUsed.After(best.lastUsed)) {
+			best = w
+		}
+	}
+	if best != nil {
+		best.state, best.keepAlive = StateBusy, spec.KeepAlive
+	}
+	return best
+}
+
+// makesRoom reports whether dropping w frees memory spec could use.
+func makesRoom(w *worker, spec Spec) bool {
+	if w.lease.GPU == placement.CPU {
+		return false
+	}
+	switch spec.Device.Kind {
+	case device.Index:
+		return w.lease.GPUIndex == spec.Device.Index
+	case device.UUID:
+		return w.lease.GPU == spec.Device.UUID
+	case device.CPU:
+		return false
+	}
+	return true
+}
+
+// evictOne drops the least recently used idle instance that makes room for
+// spec; false when there is none.
+func (h *Host) evictOne(spec Spec, reason string) bool {
+	h.mu.Lock()
+	var victim *worker
+	for _, w := range h.workers {
+		if w.state == StateIdle && makesRoom(w, spec) && (victim == nil || w.lastUsed.Before(victim.lastUsed)) {
+			victim = w
+		}
+	}
+	if victim != nil {
+		victim.state = StateStopping
+	}
+	h.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	h.drop(victim, reason)
+	return true
+}
+
+// waitForRoom queues spec's lease in the placement engine for up to
+// spec.Wait. Meanwhile an instance of the same key that becomes idle is
+// taken instead, and any other idle instance that could make room is
+// evicted rather than left holding memory the request waits for.
+func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*Instance, func(), error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type granted struct {
+		lease placement.Lease
+		err   error
+	}
+	got := make(chan granted, 1)
+	go func() {
+		l, err := h.opts.Leases.Acquire(wctx, h.request(spec, bin, spec.Wait))
+		got <- granted{l, err}
+	}()
+	for {
+		h.mu.Lock()
+		changed := h.changed
+		h.mu.Unlock()
+		inst, err := h.takeWarm(ctx, k, spec)
+		if inst != nil || err != nil {
+			cancel()
+			if g := <-got; g.err == nil {
+				h.releaseLease(g.lease, "not needed: a warm backend became free")
+			}
+			return inst, inst.releaser(), err
+		}
+		for h.evictOne(spec, "evicted (idle) for a load waiting for memory") {
+		}
+		select {
+		case g := <-got:
+			if g.err != nil {
+				return nil, nil, fmt.Errorf("host: lease %s for backend %s: %w", units.FormatBytes(spec.MemoryBytes), spec.Backend, g.err)
+			}
+			return h.startWorker(ctx, spec, bin, g.lease)
+		case <-changed:
+		}
+	}
+}
