@@ -92,6 +92,11 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 		"devices":     strings.Join(names, "; "),
 		"ffmpeg":      b.ffmpeg(),
 	}
+	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
+		if v, ok := os.LookupEnv(name); ok {
+			meta["env."+name] = v // what the host's lease environment looks like from here
+		}
+	}
 	b.mu.Lock()
 	if m := b.model; m != nil {
 		meta["model"], meta["device"] = m.path, m.device

@@ -55,10 +55,8 @@ func wschedProgress(p C.int, handle C.uintptr_t) {
 	}
 }
 
-// ggml log levels (enum ggml_log_level).
+// ggml log levels (enum ggml_log_level) the sink tells apart.
 const (
-	levelDebug = int(C.GGML_LOG_LEVEL_DEBUG)
-	levelInfo  = int(C.GGML_LOG_LEVEL_INFO)
 	levelWarn  = int(C.GGML_LOG_LEVEL_WARN)
 	levelError = int(C.GGML_LOG_LEVEL_ERROR)
 	levelCont  = int(C.GGML_LOG_LEVEL_CONT)
