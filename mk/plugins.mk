@@ -11,7 +11,7 @@
 .PHONY: plugins plugins-test plugins-vet plugins-bench
 
 PLUGIN_PKGS       := ./plugins/whisper/... ./cmd/wsched-backend-whisper/...
-PLUGINS_BENCHTIME ?= 5x
+PLUGINS_BENCHTIME ?= 10x
 
 # -buildmode=pie as for the daemon (lintian's hardening check); mkdeb strips it when packaging.
 plugins:

@@ -150,6 +150,7 @@ func (p fullParams) setVAD(model cString)    { p.c.vad, p.c.vad_model_path = tru
 func (p fullParams) bestOf() int             { return int(p.c.greedy.best_of) }
 func (p fullParams) beamSearch() bool        { return p.c.strategy == C.WHISPER_SAMPLING_BEAM_SEARCH }
 func (p fullParams) beamSize() int           { return int(p.c.beam_search.beam_size) }
+func (p fullParams) temperature() float32    { return float32(p.c.temperature) }
 func (p fullParams) temperatureInc() float32 { return float32(p.c.temperature_inc) }
 func (p fullParams) setCallbacks(h cgo.Handle, f abortFlag) {
 	C.wsched_set_callbacks(p.c, C.uintptr_t(h), f.p)

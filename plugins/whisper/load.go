@@ -16,8 +16,9 @@ import (
 // returns the buffer sizes whisper.cpp logged while doing it (see
 // memoryReport). A loaded model is freed first. Device "cpu" sets
 // use_gpu = false; "cuda:N" (N counts the GPUs the process sees, normally 0
-// under a lease) and "" or "auto" (the first GPU, else the CPU) set it and
-// gpu_device. FlashAttention is whisper.cpp's flash_attn; Threads the
+// under a lease) and "" or "auto" (the first GPU) set it and gpu_device.
+// Without any ggml GPU backend every device means the CPU, with a warning;
+// Info's "device" says where the model went. FlashAttention is whisper.cpp's flash_attn; Threads the
 // default for Transcribe; VADModelPath the silero model Transcribe's VAD
 // option uses.
 func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.MemoryReport, error) {
@@ -107,9 +108,15 @@ func (b *Backend) placement(dev string) (contextParams, string, error) {
 		}
 		return contextParams{useGPU: true}, "cuda:0", nil
 	case device.Index:
+		if gpus == 0 {
+			// A host without a ggml GPU backend (no libggml0-backend-cuda, or
+			// a simulated GPU in tests): whisper.cpp would fall back to the CPU
+			// itself; say so loudly and report the device truthfully.
+			b.log.Warn("GPU requested but ggml has no GPU backend (install libggml0-backend-cuda): loading on the CPU", "device", dev)
+			return contextParams{}, "cpu", nil
+		}
 		if spec.Index >= gpus {
-			return contextParams{}, "", fmt.Errorf("%w: device cuda:%d, but ggml sees %d GPU(s) (is a ggml CUDA backend such as libggml0-backend-cuda installed?)",
-				plugins.ErrBadRequest, spec.Index, gpus)
+			return contextParams{}, "", fmt.Errorf("%w: device cuda:%d, but ggml sees %d GPU(s)", plugins.ErrBadRequest, spec.Index, gpus)
 		}
 		return contextParams{useGPU: true, gpuDevice: spec.Index}, fmt.Sprintf("cuda:%d", spec.Index), nil
 	}

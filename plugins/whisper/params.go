@@ -16,6 +16,8 @@ import (
 const (
 	// ExtraThreads overrides the thread count Load was given.
 	ExtraThreads = "threads"
+	// ExtraTemperature is the initial sampling temperature (default 0).
+	ExtraTemperature = "temperature"
 	// ExtraTemperatureInc is whisper.cpp's temperature_inc (default 0.2); 0
 	// turns the temperature fallback off, and with it the best_of decoders
 	// that make whisper_full regrow the KV self cache.
@@ -36,6 +38,7 @@ type decodeOptions struct {
 	bestOf    int
 	prompt    string
 	vad       bool
+	temp      *float32
 	tempInc   *float32
 }
 
@@ -65,15 +68,26 @@ func (o *decodeOptions) extra(extra map[string]string) error {
 		}
 		o.threads = n
 	}
-	if v, ok := extra[ExtraTemperatureInc]; ok {
-		f, err := strconv.ParseFloat(v, 32)
-		if err != nil || f < 0 || f > 1 {
-			return fmt.Errorf("%w: %s=%q: want 0 to 1", plugins.ErrBadRequest, ExtraTemperatureInc, v)
-		}
-		inc := float32(f)
-		o.tempInc = &inc
+	var err error
+	if o.temp, err = unitFloat(extra, ExtraTemperature); err != nil {
+		return err
 	}
-	return nil
+	o.tempInc, err = unitFloat(extra, ExtraTemperatureInc)
+	return err
+}
+
+// unitFloat reads extra[key] as a number from 0 to 1; nil when absent.
+func unitFloat(extra map[string]string, key string) (*float32, error) {
+	v, ok := extra[key]
+	if !ok {
+		return nil, nil
+	}
+	f, err := strconv.ParseFloat(v, 32)
+	if err != nil || f < 0 || f > 1 {
+		return nil, fmt.Errorf("%w: %s=%q: want 0 to 1", plugins.ErrBadRequest, key, v)
+	}
+	f32 := float32(f)
+	return &f32, nil
 }
 
 // language resolves an ISO 639-1 code to whisper.cpp's id. "" and "auto"
@@ -120,6 +134,9 @@ func (o decodeOptions) params(m *model) (p fullParams, free func()) {
 	}
 	if o.bestOf > 0 {
 		p.setBestOf(o.bestOf)
+	}
+	if o.temp != nil {
+		wp.SetTemperature(*o.temp)
 	}
 	if o.tempInc != nil {
 		wp.SetTemperatureFallback(*o.tempInc)

@@ -21,7 +21,7 @@ func TestDecodeOptions(t *testing.T) {
 		language         string // whisper_full_params.language; "" = detect
 		beam             bool
 		bestOf, beamSize int
-		tempInc          float32
+		temp, tempInc    float32
 	}
 	greedy := func(lang string) params { return params{language: lang, bestOf: 5, beamSize: -1, tempInc: 0.2} }
 	tests := []struct {
@@ -38,6 +38,7 @@ func TestDecodeOptions(t *testing.T) {
 		{"beam 1 is greedy", en, plugins.TranscribeRequest{BeamSize: 1}, greedy("en")},
 		{"best of 2", en, plugins.TranscribeRequest{BestOf: 2}, params{language: "en", bestOf: 2, beamSize: -1, tempInc: 0.2}},
 		{"no fallback", en, plugins.TranscribeRequest{Extra: map[string]string{ExtraTemperatureInc: "0"}}, params{language: "en", bestOf: 5, beamSize: -1}},
+		{"temperature", en, plugins.TranscribeRequest{Extra: map[string]string{ExtraTemperature: "0.4"}}, params{language: "en", bestOf: 5, beamSize: -1, temp: 0.4, tempInc: 0.2}},
 	}
 	for _, tt := range tests {
 		m := tt.b.model
@@ -46,7 +47,7 @@ func TestDecodeOptions(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		p, free := o.params(m)
-		got := params{beam: p.beamSearch(), bestOf: p.bestOf(), beamSize: p.beamSize(), tempInc: p.temperatureInc()}
+		got := params{beam: p.beamSearch(), bestOf: p.bestOf(), beamSize: p.beamSize(), temp: p.temperature(), tempInc: p.temperatureInc()}
 		if id := p.bindings().Language(); id >= 0 {
 			got.language = wcpp.Whisper_lang_str(id)
 		}
