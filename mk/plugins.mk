@@ -31,3 +31,6 @@ plugins-bench:
 
 test: plugins-test
 deb: plugins
+
+# The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
+FUZZ_TARGETS += ./plugins/whisper/internal/audio:FuzzDecodeWAV

@@ -55,7 +55,7 @@ func TestBackendBinary(t *testing.T) {
 
 	t.Run("allocation failure", func(t *testing.T) {
 		large := sharedFile(t, "models/whisper-empty/for-tests-ggml-large.bin") // 3.09 GB weight buffer
-		limitKiB := (peak + 1<<30) >> 10                                           // room for everything but large's weights
+		limitKiB := (peak + 1<<30) >> 10                                        // room for everything but large's weights
 		wrapped := exec.Command("/bin/sh", "-c", fmt.Sprintf("ulimit -v %d && exec %s", limitKiB, bin))
 		b, _ := start(t, wrapped, os.Environ())
 		_, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: large, Device: "cpu"})

@@ -72,7 +72,9 @@ func New(opts Options) *Backend {
 	return b
 }
 
-// Info reports the backend, whisper.cpp's version and ggml's devices.
+// Info reports the backend, whisper.cpp's version and system info, ggml's
+// devices, the ffmpeg in use, the loaded model and where it went, and the
+// CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER the process was started with.
 func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	kinds := []string{"cpu"}
 	var names []string

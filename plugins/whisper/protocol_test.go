@@ -293,6 +293,7 @@ func TestTranscribeErrors(t *testing.T) {
 		{"VAD without a VAD model", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "c.wav", wav), VAD: true}, plugins.ErrBadRequest},
 		{"beam of 9", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "d.wav", wav), BeamSize: 9}, plugins.ErrBadRequest},
 		{"bad threads", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "e.wav", wav), Extra: map[string]string{ExtraThreads: "0"}}, plugins.ErrBadRequest},
+		{"bad temperature", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "f.wav", wav), Extra: map[string]string{ExtraTemperature: "2"}}, plugins.ErrBadRequest},
 	}
 	b := connect(t, newBackend(t, Options{}))
 	if _, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, nil); !errors.Is(err, plugins.ErrNotLoaded) {
