@@ -1,0 +1,36 @@
+# mk/plugins.mk — transcription backends, built as plugin binaries (issue 6).
+#
+#   make plugins        every backend into $(BIN)/: $(BIN)/wsched-backend-whisper (cgo against libwhisper,
+#                       which make deps installs; flags from mk/deps.mk)
+#   make plugins-test   vet, staticcheck and the race-enabled tests of the backends, against real whisper.cpp
+#                       and the weightless test models in ../shared (part of make test, which runs deps first)
+#   make plugins-bench  the overhead benchmark: jfk.wav through the Go bindings in-process vs an exec'ed warm
+#                       backend over go-plugin gRPC, side by side
+#
+# `make deb` packages the backend too (deb: plugins).
+.PHONY: plugins plugins-test plugins-vet plugins-bench
+
+PLUGIN_PKGS       := ./plugins/whisper/... ./cmd/wsched-backend-whisper/...
+PLUGINS_BENCHTIME ?= 10x
+
+# -buildmode=pie as for the daemon (lintian's hardening check); mkdeb strips it when packaging.
+plugins:
+	$(WHISPER_GO_ENV) $(GO) build -trimpath -buildmode=pie -tags $(WHISPER_GO_TAGS) \
+		-ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched-backend-whisper
+
+plugins-test: plugins-vet
+	$(WHISPER_GO_ENV) $(GO) test -race -count=1 -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)
+
+plugins-vet: $(STATICCHECK)
+	$(WHISPER_GO_ENV) $(GO) vet -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)
+	$(WHISPER_GO_ENV) $(STATICCHECK) -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)
+
+plugins-bench:
+	$(WHISPER_GO_ENV) $(GO) test -tags $(WHISPER_GO_TAGS) -run '^$$' -bench Overhead \
+		-benchtime $(PLUGINS_BENCHTIME) ./plugins/whisper/
+
+test: plugins-test
+deb: plugins
+
+# The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
+FUZZ_TARGETS += ./plugins/whisper/internal/audio:FuzzDecodeWAV

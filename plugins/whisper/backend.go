@@ -1,0 +1,256 @@
+//go:build whisper
+
+package whisper
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/cgo"
+	"strconv"
+	"strings"
+	"sync"
+
+	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
+
+	"github.com/wsched/wsched/estimator/ggml"
+	"github.com/wsched/wsched/plugins"
+)
+
+// Name is the backend's name: its binary is wsched-backend-whisper.
+const Name = "whisper"
+
+// FFmpegNone in Options.FFmpeg turns the ffmpeg fallback off.
+const FFmpegNone = "none"
+
+// Options configure a Backend; the zero value works.
+type Options struct {
+	Log     *slog.Logger // nil: discard
+	Version string       // Info's version; "" means "dev"
+	// FFmpeg decodes audio that is not PCM/float WAV: "" looks "ffmpeg" up on
+	// PATH at each call, FFmpegNone disables it, anything else is its path.
+	FFmpeg string
+}
+
+// Backend is whisper.cpp as a plugins.Backend. It holds one model (one
+// whisper_context with its default state) and runs one whisper.cpp call at
+// a time: concurrent Transcribe calls decode their audio in parallel, then
+// queue. whisper.cpp's log callback and ggml's backend registry are process-
+// wide, so a process runs one Backend.
+type Backend struct {
+	opts    Options
+	log     *slog.Logger
+	sink    *logSink
+	sinkRef cgo.Handle // never deleted: C may log at any time
+	devs    []ggmlDevice
+	sem     chan struct{} // held during every whisper.cpp call
+
+	mu     sync.Mutex
+	model  *model // nil when none is loaded
+	broken string // why whisper.cpp cannot be used any more; "" when fine
+}
+
+var _ plugins.Backend = (*Backend)(nil)
+
+// New registers ggml's backends (ggml_backend_load_all, once per process) and
+// returns a Backend with no model loaded.
+func New(opts Options) *Backend {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{opts: opts, log: log, sink: &logSink{log: log}, sem: make(chan struct{}, 1)}
+	b.sinkRef = cgo.NewHandle(b.sink)
+	installLog(b.sinkRef)
+	loadBackends()
+	b.devs = devices()
+	return b
+}
+
+// Info reports the backend, whisper.cpp's version and system info, ggml's
+// devices, the ffmpeg in use, the loaded model and where it went, and the
+// CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER the process was started with.
+func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
+	kinds := []string{"cpu"}
+	var names []string
+	for _, d := range b.devs {
+		names = append(names, d.name+" ("+d.description+")")
+		if d.gpu && len(kinds) == 1 {
+			kinds = append(kinds, "cuda")
+		}
+	}
+	version := b.opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	meta := map[string]string{
+		"whisper_cpp": whisperVersion(),
+		"system_info": systemInfo(),
+		"devices":     strings.Join(names, "; "),
+		"ffmpeg":      b.ffmpeg(),
+	}
+	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
+		if v, ok := os.LookupEnv(name); ok {
+			meta["env."+name] = v // what the host's lease environment looks like from here
+		}
+	}
+	b.mu.Lock()
+	if m := b.model; m != nil {
+		meta["model"], meta["device"] = m.path, m.device
+		meta["flash_attn"], meta["threads"] = strconv.FormatBool(m.flashAttn), strconv.Itoa(m.threads)
+	}
+	b.mu.Unlock()
+	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta}, nil
+}
+
+// ffmpeg returns the ffmpeg to use, or "".
+func (b *Backend) ffmpeg() string {
+	switch b.opts.FFmpeg {
+	case FFmpegNone:
+		return ""
+	case "":
+		p, err := exec.LookPath("ffmpeg")
+		if err != nil {
+			return ""
+		}
+		return p
+	}
+	return b.opts.FFmpeg
+}
+
+// Health fails once an allocation failure has left whisper.cpp unusable.
+func (b *Backend) Health(ctx context.Context) error {
+	if err := b.usable(); err != nil {
+		return fmt.Errorf("whisper health: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) usable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.broken != "" {
+		return fmt.Errorf("%w: %s; restart the backend", plugins.ErrUnavailable, b.broken)
+	}
+	return nil
+}
+
+// Unload frees the model.
+func (b *Backend) Unload(ctx context.Context) error {
+	if err := b.acquire(ctx); err != nil {
+		return fmt.Errorf("whisper unload: %w", err)
+	}
+	defer b.release()
+	b.unloadLocked()
+	return nil
+}
+
+// unloadLocked frees the model; the caller holds sem. A broken backend's
+// model stays allocated: a parked thread may still be inside it.
+func (b *Backend) unloadLocked() {
+	b.mu.Lock()
+	m, broken := b.model, b.broken != ""
+	b.model = nil
+	b.mu.Unlock()
+	if m != nil && !broken {
+		m.free()
+		b.log.Info("unloaded model", "model", m.path)
+	}
+}
+
+// acquire waits for the whisper.cpp call slot or ctx.
+func (b *Backend) acquire(ctx context.Context) error {
+	select {
+	case b.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *Backend) release() { <-b.sem }
+
+// errTrapped marks a call that ended in the allocation-failure trap.
+var errTrapped = errors.New("whisper.cpp failed to allocate memory")
+
+// call runs fn, one blocking whisper.cpp call, on its own goroutine with the
+// log collected and the allocation-failure trap armed (see parkForever). The
+// caller holds sem. After a trapped call the backend is broken and fn's
+// goroutine never returns.
+func (b *Backend) call(fn func()) ([]logLine, error) {
+	var lines []logLine
+	trap := make(chan string, 1)
+	installLog(b.sinkRef) // re-claim the process-wide callback
+	b.sink.arm(&lines, trap)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		b.sink.disarm()
+		return lines, nil
+	case line := <-trap:
+		b.sink.disarm()
+		b.mu.Lock()
+		b.broken = "whisper.cpp ran out of memory: " + line
+		b.mu.Unlock()
+		b.log.Error("whisper.cpp failed to allocate memory; backend disabled until restarted", "line", line)
+		return nil, fmt.Errorf("%w: %w: %s", plugins.ErrOutOfMemory, errTrapped, line)
+	}
+}
+
+// model is a loaded whisper_context and what it was loaded with.
+type model struct {
+	ctx          *wcpp.Context
+	path         string
+	device       string // "cpu" or "cuda:N"
+	threads      int    // 0: whisper.cpp's default
+	flashAttn    bool
+	multilingual bool
+	vadModel     cString // C copy of the VAD model path; nil p when none
+	report       plugins.MemoryReport
+}
+
+func (m *model) free() {
+	m.ctx.Whisper_free()
+	m.vadModel.free()
+}
+
+// checkModelFile reports a missing or unreadable file as ErrModelNotFound and
+// one without the ggml magic as ErrBadModel.
+func checkModelFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", plugins.ErrModelNotFound, err)
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || binary.LittleEndian.Uint32(magic[:]) != ggml.Magic {
+		return fmt.Errorf("%w: %s is not a ggml model file (no ggml magic)", plugins.ErrBadModel, path)
+	}
+	return nil
+}
+
+// checkWhisperModel also reads the header, vocabulary and tensor table the
+// way whisper_model_load will: whisper.cpp 1.9.5 accepts a file cut short
+// in its vocabulary and crashes later, so such files are refused here.
+func checkWhisperModel(path string) error {
+	if err := checkModelFile(path); err != nil {
+		return err
+	}
+	h, err := ggml.ReadFile(path)
+	if err == nil {
+		err = h.CheckWhisper()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", plugins.ErrBadModel, err)
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+//go:build whisper
+
+package whisper
+
+/*
+#cgo LDFLAGS: -lwhisper -lggml -lggml-base
+#include <stdint.h>
+#include <stdlib.h>
+#include <whisper.h>
+#include <ggml-backend.h>
+
+void wsched_load_backends(void);
+void wsched_log_install(uintptr_t handle);
+int *wsched_flag_new(void);
+void wsched_flag_set(int *flag);
+void wsched_set_callbacks(struct whisper_full_params *p, uintptr_t handle, int *flag);
+struct whisper_full_params *wsched_params_new(enum whisper_sampling_strategy strategy);
+int wsched_full(struct whisper_context *ctx, const struct whisper_full_params *p, const float *samples, int n);
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"strings"
+	"unsafe"
+
+	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
+)
+
+// Everything cgo in the package is here and in callbacks.c: what the Go
+// bindings do not expose (context parameters, best_of, the abort callback,
+// log capture, backend registration, device listing). The bindings' own
+// callbacks are never installed: they live in package-level maps without a
+// lock.
+
+//export wschedLogText
+func wschedLogText(level C.int, text *C.char, handle C.uintptr_t) {
+	if s, ok := cgo.Handle(handle).Value().(*logSink); ok {
+		s.write(int(level), C.GoString(text))
+	}
+}
+
+//export wschedSegment
+func wschedSegment(n C.int, handle C.uintptr_t) {
+	if r, ok := cgo.Handle(handle).Value().(*run); ok {
+		r.onSegments(int(n))
+	}
+}
+
+//export wschedProgress
+func wschedProgress(p C.int, handle C.uintptr_t) {
+	if r, ok := cgo.Handle(handle).Value().(*run); ok {
+		r.onProgress(int(p))
+	}
+}
+
+// ggml log levels (enum ggml_log_level) the sink tells apart.
+const (
+	levelWarn  = int(C.GGML_LOG_LEVEL_WARN)
+	levelError = int(C.GGML_LOG_LEVEL_ERROR)
+	levelCont  = int(C.GGML_LOG_LEVEL_CONT)
+)
+
+// loadBackends registers ggml's CPU and GPU backends, once per process.
+func loadBackends() { C.wsched_load_backends() }
+
+// installLog routes whisper.cpp's and ggml's log lines to the sink behind h.
+func installLog(h cgo.Handle) { C.wsched_log_install(C.uintptr_t(h)) }
+
+func whisperVersion() string { return C.GoString(C.whisper_version()) }
+
+func systemInfo() string { return strings.TrimSpace(C.GoString(C.whisper_print_system_info())) }
+
+// ggmlDevice is one ggml backend device.
+type ggmlDevice struct {
+	name, description string
+	gpu               bool
+}
+
+// devices lists the devices ggml registered, in whisper.cpp's order: its
+// gpu_device counts the GPU ones only.
+func devices() []ggmlDevice {
+	n := int(C.ggml_backend_dev_count())
+	out := make([]ggmlDevice, 0, n)
+	for i := range n {
+		d := C.ggml_backend_dev_get(C.size_t(i))
+		t := C.ggml_backend_dev_type(d)
+		out = append(out, ggmlDevice{
+			name:        C.GoString(C.ggml_backend_dev_name(d)),
+			description: C.GoString(C.ggml_backend_dev_description(d)),
+			gpu:         t == C.GGML_BACKEND_DEVICE_TYPE_GPU || t == C.GGML_BACKEND_DEVICE_TYPE_IGPU,
+		})
+	}
+	return out
+}
+
+// contextParams are the whisper_context_params that matter here; the
+// bindings' Whisper_init always uses the defaults (GPU and flash attention on).
+type contextParams struct {
+	useGPU    bool
+	flashAttn bool
+	gpuDevice int
+}
+
+// initContext loads a model; nil means whisper.cpp refused it (its log says
+// why). The result is the bindings' type: the same C struct.
+func initContext(path string, p contextParams) *wcpp.Context {
+	cp := C.whisper_context_default_params()
+	cp.use_gpu = C.bool(p.useGPU)
+	cp.flash_attn = C.bool(p.flashAttn)
+	cp.gpu_device = C.int(p.gpuDevice)
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	return (*wcpp.Context)(unsafe.Pointer(C.whisper_init_from_file_with_params(cpath, cp)))
+}
+
+// cString is a C copy of a Go string; free it with free.
+type cString struct{ p *C.char }
+
+func newCString(s string) cString { return cString{p: C.CString(s)} }
+
+func (s cString) free() {
+	if s.p != nil {
+		C.free(unsafe.Pointer(s.p))
+	}
+}
+
+// fullParams is whisper_full_params in C memory: its user-data fields hold
+// cgo.Handle values, which must never sit in a pointer-typed field of Go
+// memory. The bindings' setters work on it through bindings.
+type fullParams struct{ c *C.struct_whisper_full_params }
+
+func newFullParams(beam bool) fullParams {
+	strategy := C.enum_whisper_sampling_strategy(C.WHISPER_SAMPLING_GREEDY)
+	if beam {
+		strategy = C.WHISPER_SAMPLING_BEAM_SEARCH
+	}
+	return fullParams{c: C.wsched_params_new(strategy)}
+}
+
+func (p fullParams) free() { C.free(unsafe.Pointer(p.c)) }
+
+// bindings returns the same struct as the bindings' type, for its setters.
+func (p fullParams) bindings() *wcpp.Params { return (*wcpp.Params)(unsafe.Pointer(p.c)) }
+
+func (p fullParams) setBestOf(n int)         { p.c.greedy.best_of = C.int(n) }
+func (p fullParams) setPrompt(s cString)     { p.c.initial_prompt = s.p }
+func (p fullParams) setVAD(model cString)    { p.c.vad, p.c.vad_model_path = true, model.p }
+func (p fullParams) bestOf() int             { return int(p.c.greedy.best_of) }
+func (p fullParams) beamSearch() bool        { return p.c.strategy == C.WHISPER_SAMPLING_BEAM_SEARCH }
+func (p fullParams) beamSize() int           { return int(p.c.beam_search.beam_size) }
+func (p fullParams) temperature() float32    { return float32(p.c.temperature) }
+func (p fullParams) temperatureInc() float32 { return float32(p.c.temperature_inc) }
+func (p fullParams) setCallbacks(h cgo.Handle, f abortFlag) {
+	C.wsched_set_callbacks(p.c, C.uintptr_t(h), f.p)
+}
+
+// abortFlag is C memory whisper.cpp's abort and encoder-begin callbacks read.
+type abortFlag struct{ p *C.int }
+
+func newAbortFlag() abortFlag { return abortFlag{p: C.wsched_flag_new()} }
+func (f abortFlag) set()      { C.wsched_flag_set(f.p) }
+func (f abortFlag) free()     { C.free(unsafe.Pointer(f.p)) }
+
+// full runs whisper_full and returns its status (0 = success).
+func full(ctx *wcpp.Context, p fullParams, samples []float32) int {
+	return int(C.wsched_full((*C.struct_whisper_context)(unsafe.Pointer(ctx)), p.c,
+		(*C.float)(unsafe.Pointer(&samples[0])), C.int(len(samples))))
+}
+
+// fullError says what a non-zero whisper_full status means
+// (whisper_full_with_state in whisper.cpp 1.9.5).
+func fullError(status int) string {
+	switch status {
+	case -1:
+		return "voice activity detection failed"
+	case -2:
+		return "log mel spectrogram failed"
+	case -3:
+		return "language detection failed"
+	case -4:
+		return "too many decoders"
+	case -5:
+		return "audio_ctx too large"
+	case -6:
+		return "encoder failed"
+	case -7:
+		return "KV cache allocation failed"
+	case -8, -9:
+		return "decoder failed"
+	}
+	return fmt.Sprintf("status %d", status)
+}
