@@ -8,6 +8,7 @@ import (
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
 )
 
@@ -64,7 +65,7 @@ func backendsBody(st host.Status) api.Backends {
 			ID: i.ID, Backend: i.Backend, Model: i.Model, State: string(i.State), Lease: i.Lease, GPUIndex: i.GPUIndex,
 			GPUUUID: i.GPU, PID: i.PID, MemoryBytes: i.LeaseBytes, ReportedBytes: max(i.Memory.TotalBytes, i.Memory.Sum()),
 			Started: i.Started, LastUsed: i.LastUsed, IdleSeconds: i.Idle.Seconds(), KeepAliveSeconds: i.KeepAlive.Seconds(),
-			Restarts: i.Restarts, Failed: i.Failed,
+			Restarts: i.Restarts, Failed: i.Failed, Metadata: i.Info.Metadata, Reported: reportMap(i.Memory),
 		}
 		if i.GPU == placement.CPU {
 			bi.GPUUUID = ""
@@ -77,3 +78,15 @@ func backendsBody(st host.Status) api.Backends {
 // isSelf reports whether pid is the daemon: the holder of every backend's
 // lease, which must never be signalled for a backend's overrun.
 func isSelf(pid int) bool { return pid == os.Getpid() }
+
+// reportMap flattens a backend's memory report for the API.
+func reportMap(m plugins.MemoryReport) map[string]int64 {
+	if m.Sum() == 0 {
+		return nil
+	}
+	out := map[string]int64{"model": m.ModelBytes, "kv_self": m.KVSelfBytes, "kv_cross": m.KVCrossBytes, "kv_pad": m.KVPadBytes}
+	for name, b := range m.ComputeBytes {
+		out["compute_"+name] = b
+	}
+	return out
+}

@@ -42,12 +42,18 @@ type BackendInstance struct {
 	PID      int    `json:"pid,omitempty"`
 	// MemoryBytes is the lease's size; ReportedBytes what the backend said
 	// it allocated when it loaded the model.
-	MemoryBytes      int64     `json:"memory_bytes"`
-	ReportedBytes    int64     `json:"reported_bytes"`
-	Started          time.Time `json:"started,omitzero"`
-	LastUsed         time.Time `json:"last_used,omitzero"`
-	IdleSeconds      float64   `json:"idle_seconds"`
-	KeepAliveSeconds float64   `json:"keep_alive_seconds"`
-	Restarts         int       `json:"restarts"`
-	Failed           string    `json:"failed,omitempty"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	ReportedBytes int64 `json:"reported_bytes"`
+	// Reported is the backend's own memory report by buffer (model,
+	// kv_self, kv_cross, kv_pad, compute_NAME), in bytes.
+	Reported map[string]int64 `json:"reported,omitempty"`
+	// Metadata is what the running process's Info said (whisper.cpp version,
+	// the device and the CUDA_VISIBLE_DEVICES it was started with, …).
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Started          time.Time         `json:"started,omitzero"`
+	LastUsed         time.Time         `json:"last_used,omitzero"`
+	IdleSeconds      float64           `json:"idle_seconds"`
+	KeepAliveSeconds float64           `json:"keep_alive_seconds"`
+	Restarts         int               `json:"restarts"`
+	Failed           string            `json:"failed,omitempty"`
 }

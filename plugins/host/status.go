@@ -50,6 +50,7 @@ type InstanceStatus struct {
 	PID        int
 	LeaseBytes int64
 	Memory     plugins.MemoryReport // the backend's own report
+	Info       plugins.Info         // what the running process said at start
 	Started    time.Time
 	LastUsed   time.Time
 	Idle       time.Duration // how long it has been idle (0 unless idle)
@@ -103,7 +104,7 @@ func (h *Host) instances() []InstanceStatus {
 		s := InstanceStatus{
 			ID: w.id, Backend: w.bin.Name, Model: w.spec.Load.ModelPath, State: w.state, Lease: w.lease.ID,
 			GPU: w.lease.GPU, GPUIndex: w.lease.GPUIndex, LeaseBytes: w.lease.Bytes, Memory: w.memory,
-			Started: w.started, LastUsed: w.lastUsed, KeepAlive: w.keepAlive, Restarts: w.restarts,
+			Started: w.started, LastUsed: w.lastUsed, KeepAlive: w.keepAlive, Restarts: w.restarts, Info: w.info,
 		}
 		if w.proc != nil {
 			s.PID = w.proc.pid
