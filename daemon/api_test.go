@@ -135,6 +135,8 @@ func TestBadRequests(t *testing.T) {
 		{"too large", "POST", "/v1/leases", `{"memory_bytes": 99999999999999}`, 409, "too_large", ""},
 		{"no such gpu", "POST", "/v1/leases", `{"memory_bytes": 1, "device": "cuda:4"}`, 409, "no_such_gpu", ""},
 		{"no route", "GET", "/v2/nothing", ``, 404, "not_found", "no route for GET /v2/nothing"},
+		{"reserved label", "POST", "/v1/leases", `{"memory_bytes": 1, "labels": {"wsched.estimate_key": "x"}}`, 400, "invalid_field",
+			`field labels: "wsched.estimate_key": labels starting with "wsched." are the daemon's own`},
 	}
 	for _, tt := range tests {
 		status, body := td.raw(tt.method, tt.path, tt.body)

@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +98,10 @@ func New(opts Options) (*Daemon, error) {
 		Signal: func(pid int) { d.terminate(pid) },
 	})
 	d.metrics = newMetrics(d)
+	if cfg.Leases.Overrun == config.OverrunKill && !canKillOthers() {
+		log.Warn(`[leases] overrun = "kill" cannot signal other users' processes: the daemon has neither uid 0 nor CAP_KILL; `+
+			`overruns will only be reported (grant it with AmbientCapabilities=CAP_KILL in a drop-in)`, "uid", os.Getuid())
+	}
 	d.host = d.newHost()
 	d.jobs = jobs.New(jobs.Config{
 		MaxRetries: cfg.Backends.MaxRetries, JobTimeout: cfg.Backends.JobTimeout.D(),
@@ -289,4 +295,23 @@ func (d *Daemon) routes() http.Handler {
 		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return d.metrics.instrument(mux)
+}
+
+// canKillOthers reports whether the daemon may signal processes of other
+// users: root, or CAP_KILL in its effective set (bit 5 of CapEff).
+func canKillOthers() bool {
+	if os.Getuid() == 0 {
+		return true
+	}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(rest), 16, 64)
+			return err == nil && caps&(1<<5) != 0
+		}
+	}
+	return false
 }

@@ -16,14 +16,28 @@ func (d *Daemon) estimateForLease(body api.LeaseRequest) (estimator.Result, erro
 		Backend: estimator.Backend(body.Backend), Model: body.Model, Precision: body.Precision,
 		Beam: body.Beam, Batch: body.BatchSize, SegmentSeconds: body.SegmentSeconds,
 	}
+	res, err := d.estimateAnyGPU(req)
+	if err != nil {
+		return estimator.Result{}, badRequest("invalid_request", "model: %v", err)
+	}
+	return res, nil
+}
+
+// estimateAnyGPU estimates req for every GPU model on the machine (each
+// with what it has learned for that model) and recommends the largest, since
+// the placement engine has not chosen a GPU yet.
+func (d *Daemon) estimateAnyGPU(req estimator.Request) (estimator.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if snap, err := d.reader.Fresh(ctx); err == nil && len(snap.GPUs) > 0 {
-		req.GPUModel = snap.GPUs[0].Name
+	if v, err := d.eng.View(ctx); err == nil {
+		req.GPUs = gpuFree(v) // available by the accounting formula, for the fit lines
 	}
 	res, err := d.est.Estimate(req)
 	if err != nil {
-		return estimator.Result{}, badRequest("invalid_request", "model: %v", err)
+		return res, err
+	}
+	for _, g := range res.GPUs {
+		res.RecommendedBytes = max(res.RecommendedBytes, g.RecommendedBytes)
 	}
 	return res, nil
 }

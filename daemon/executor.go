@@ -145,12 +145,7 @@ func (d *Daemon) sizeJob(m models.Model, job jobs.Job) (int64, estimator.Key, er
 		fa := loadRequest(m).FlashAttention
 		req.BestOf, req.FlashAttention = whisperBestOf, &fa
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if snap, err := d.reader.Fresh(ctx); err == nil && len(snap.GPUs) > 0 {
-		req.GPUModel = snap.GPUs[0].Name
-	}
-	res, err := d.est.Estimate(req)
+	res, err := d.estimateAnyGPU(req)
 	if err != nil {
 		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w", err), jobs.ErrBadInput)
 	}

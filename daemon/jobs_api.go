@@ -90,10 +90,15 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	case !peer.Known:
 		return spec, forbidden("audio by path needs the Unix socket; upload the file over TCP")
 	default:
-		if err := readableBy(d.procRoot, peer, req.AudioPath); err != nil {
+		copied, err := d.snapshotAudio(peer, req.AudioPath)
+		if err != nil {
+			var he *httpError
+			if errors.As(err, &he) {
+				return spec, err
+			}
 			return spec, forbidden("audio_path: %v", err)
 		}
-		spec.AudioPath = req.AudioPath
+		spec.AudioPath, spec.Uploaded = copied, true
 	}
 	return spec, nil
 }

@@ -300,3 +300,30 @@ func unixHTTP(socket string) *http.Client {
 		return d.DialContext(ctx, "unix", socket)
 	}}}
 }
+
+// TestAudioPathIsSnapshotted: the daemon copies audio named by path at
+// submit, after checking it as the client, so re-pointing a symlink later
+// changes nothing; a FIFO is refused rather than blocking the daemon.
+func TestAudioPathIsSnapshotted(t *testing.T) {
+	td, _ := jobDaemon(t, 4*GiB, func(c *config.Config) { c.Backends.DefaultModel = "ghost" }) // jobs fail fast; we look at the spec
+	dir := t.TempDir()
+	ok, secret, link := filepath.Join(dir, "ok.wav"), filepath.Join(dir, "secret.wav"), filepath.Join(dir, "link.wav")
+	_ = os.WriteFile(ok, []byte("RIFF-ok"), 0o644)
+	_ = os.WriteFile(secret, []byte("RIFF-secret"), 0o600)
+	_ = os.Symlink(ok, link)
+	j := td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, link))
+	_ = os.Remove(link)
+	_ = os.Symlink(secret, link)
+	got, err := os.ReadFile(j.Spec.AudioPath)
+	if err != nil || string(got) != "RIFF-ok" || !j.Spec.Uploaded || !strings.HasPrefix(j.Spec.AudioPath, filepath.Join(td.cfg.Daemon.StateDir, "uploads")) {
+		t.Errorf("job audio %q (uploaded %v) holds %q, %v; want the snapshot of ok.wav", j.Spec.AudioPath, j.Spec.Uploaded, got, err)
+	}
+	fifo := filepath.Join(dir, "fifo.wav")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, out := td.raw("POST", "/v1/jobs", fmt.Sprintf(`{"audio_path": %q}`, fifo))
+	if status != http.StatusForbidden || !strings.Contains(out, "not a regular file") {
+		t.Errorf("FIFO: %d %s", status, out)
+	}
+}

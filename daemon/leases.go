@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -40,6 +41,11 @@ func (d *Daemon) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Reque
 	}
 	if req.Holder, err = d.resolveHolder(peer, body.Holder); err != nil {
 		return req, nil, err
+	}
+	for k := range body.Labels {
+		if strings.HasPrefix(k, "wsched.") {
+			return req, nil, badRequest("invalid_field", "field labels: %q: labels starting with \"wsched.\" are the daemon's own", k)
+		}
 	}
 	req.Labels = body.Labels
 	var est any

@@ -47,9 +47,12 @@ func (d *Daemon) recover(ctx context.Context) error {
 		return fmt.Errorf("recover leases: %w", err)
 	}
 	for _, l := range keep {
-		for _, pid := range append([]int{l.Holder.PID}, l.PIDs...) {
+		if err := d.watch.WatchProcess(d.procRoot, l.Holder.PID, l.Holder.StartTicks); err != nil {
+			d.log.Warn("cannot watch holder", "pid", l.Holder.PID, "err", err)
+		}
+		for _, pid := range l.PIDs {
 			if err := d.watch.Watch(pid); err != nil {
-				d.log.Warn("cannot watch holder", "pid", pid, "err", err)
+				d.log.Warn("cannot watch lease process", "pid", pid, "err", err)
 			}
 		}
 	}
@@ -98,7 +101,7 @@ func (d *Daemon) pumpEvents(ctx context.Context) {
 func (d *Daemon) onEvent(ev placement.Event) {
 	switch ev.Type {
 	case placement.EventGranted:
-		if err := d.watch.Watch(ev.Lease.Holder.PID); err != nil {
+		if err := d.watch.WatchProcess(d.procRoot, ev.Lease.Holder.PID, ev.Lease.Holder.StartTicks); err != nil {
 			d.log.Warn("cannot watch holder", "pid", ev.Lease.Holder.PID, "err", err)
 		}
 	case placement.EventReleased, placement.EventExpired:

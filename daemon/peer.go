@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,6 +12,9 @@ import (
 // kernel reports it (SO_PEERCRED): it cannot be forged by the client.
 type Peer struct {
 	PID, UID, GID int
+	// Groups are the peer's supplementary groups when it connected
+	// (SO_PEERGROUPS); nil when the kernel could not say.
+	Groups []int
 	// Known is false for connections without credentials (TCP).
 	Known bool
 }
@@ -33,16 +37,41 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	}
 	var cred *unix.Ucred
 	var credErr error
+	var groups []int
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		groups = peerGroups(int(fd))
 	}); err != nil || credErr != nil {
 		return context.WithValue(ctx, peerKey{}, Peer{})
 	}
-	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid), Known: true})
+	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid), Groups: groups, Known: true})
 }
 
 // peerFrom returns the peer stored by peerContext.
 func peerFrom(ctx context.Context) Peer {
 	p, _ := ctx.Value(peerKey{}).(Peer)
 	return p
+}
+
+// peerGroups reads SO_PEERGROUPS (Linux 4.13+): the supplementary groups of
+// the peer when it connected, which a later PID reuse cannot change.
+func peerGroups(fd int) []int {
+	buf := make([]uint32, 64)
+	for {
+		n := uint32(len(buf) * 4)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		switch {
+		case errno == unix.ERANGE && len(buf) < 1<<16:
+			buf = make([]uint32, int(n)/4+1)
+			continue
+		case errno != 0:
+			return nil
+		}
+		out := make([]int, 0, n/4)
+		for _, g := range buf[:n/4] {
+			out = append(out, int(g))
+		}
+		return out
+	}
 }

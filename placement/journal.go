@@ -23,6 +23,12 @@ type BatchStore interface {
 // queued up while the previous commit ran (group commit). The owner loop
 // adds changes without waiting; a grant is answered from done, after its
 // commit, so no client ever holds a lease a restart would forget.
+//
+// A release or expiry is answered before its deletion is durable. A crash in
+// that window brings the lease back at the next start if its holder still
+// lives, until its TTL ends or the holder exits: memory is over-reserved for
+// a while, never granted twice. Likewise a grant committed while the engine
+// shuts down may be answered "stopped"; it is restored the same way.
 type journal struct {
 	apply func([]Change) error
 	wake  chan struct{}

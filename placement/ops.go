@@ -59,7 +59,7 @@ func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
 		*l = prev
 		return Lease{}, err
 	}
-	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
+	s.pushExpiry(l)
 	s.emit(EventRenewed, l, "")
 	return l.clone(), nil
 }
@@ -190,8 +190,22 @@ func (s *state) observe(snap inventory.Snapshot) {
 }
 
 // reconcile compares each lease with what NVML measures for its processes
-// and flags overruns beyond [leases] overrun_tolerance.
+// and flags overruns beyond [leases] overrun_tolerance. A process that
+// belongs to several leases on one GPU (a holder with two leases) is shared
+// among them in proportion to their sizes, so it is counted once, as the
+// accounting formula counts it.
 func (s *state) reconcile() {
+	tol := 1 + float64(s.opts.Leases.OverrunTolerance)
+	for _, uses := range s.measuredUse() {
+		for l, used := range uses {
+			s.checkOverrun(l, used, tol)
+		}
+	}
+}
+
+// measuredUse returns, per GPU, each lease's share of the memory NVML
+// reports for its processes.
+func (s *state) measuredUse() map[string]map[*Lease]int64 {
 	used := map[string]map[int]int64{}
 	for _, g := range s.snap.GPUs {
 		m := map[int]int64{}
@@ -200,30 +214,58 @@ func (s *state) reconcile() {
 		}
 		used[g.UUID] = m
 	}
-	tol := 1 + float64(s.opts.Leases.OverrunTolerance)
+	holders := map[string]map[int]int64{} // GPU → pid → Σ bytes of the leases it belongs to
 	for _, l := range s.leases {
 		if l.GPU == CPU {
 			continue
 		}
-		var sum int64
-		for _, pid := range l.pids() {
-			sum += used[l.GPU][pid]
+		if holders[l.GPU] == nil {
+			holders[l.GPU] = map[int]int64{}
 		}
-		l.UsedBytes = sum
-		l.PeakBytes = max(l.PeakBytes, sum)
-		over := float64(sum) > float64(l.Bytes)*tol
-		if over && !l.Overrun {
-			reason := fmt.Sprintf("uses %s of a %s lease (tolerance %.0f%%)", units.FormatBytes(sum),
-				units.FormatBytes(l.Bytes), 100*float64(s.opts.Leases.OverrunTolerance))
-			s.log.Warn("lease overrun", "lease", l.ID, "holder", l.Holder.PID, "reason", reason)
-			l.Overrun = true
-			s.emit(EventOverrun, l, reason)
-			if s.opts.Leases.Overrun == config.OverrunKill && s.opts.Signal != nil {
-				s.opts.Signal(l.Holder.PID)
+		for _, pid := range uniquePIDs(l) {
+			holders[l.GPU][pid] += l.Bytes
+		}
+	}
+	out := map[string]map[*Lease]int64{}
+	for _, l := range s.leases {
+		if l.GPU == CPU {
+			continue
+		}
+		if out[l.GPU] == nil {
+			out[l.GPU] = map[*Lease]int64{}
+		}
+		var share float64
+		for _, pid := range uniquePIDs(l) {
+			if total := holders[l.GPU][pid]; total > 0 {
+				share += float64(used[l.GPU][pid]) * float64(l.Bytes) / float64(total)
 			}
 		}
-		l.Overrun = over
+		out[l.GPU][l] = int64(share)
 	}
+	return out
+}
+
+func uniquePIDs(l *Lease) []int {
+	pids := l.pids()
+	slices.Sort(pids)
+	return slices.Compact(pids)
+}
+
+func (s *state) checkOverrun(l *Lease, used int64, tol float64) {
+	l.UsedBytes = used
+	l.PeakBytes = max(l.PeakBytes, used)
+	over := float64(used) > float64(l.Bytes)*tol
+	if over && !l.Overrun {
+		reason := fmt.Sprintf("uses %s of a %s lease (tolerance %.0f%%)", units.FormatBytes(used),
+			units.FormatBytes(l.Bytes), 100*float64(s.opts.Leases.OverrunTolerance))
+		s.log.Warn("lease overrun", "lease", l.ID, "holder", l.Holder.PID, "reason", reason)
+		l.Overrun = true
+		s.emit(EventOverrun, l, reason)
+		if s.opts.Leases.Overrun == config.OverrunKill && s.opts.Signal != nil {
+			s.opts.Signal(l.Holder.PID)
+		}
+	}
+	l.Overrun = over
 }
 
 func (s *state) restore(leases []Lease) {
@@ -257,4 +299,20 @@ func (s *state) shutdown() {
 	for id := range s.subs {
 		s.unsubscribe(id)
 	}
+}
+
+// pushExpiry schedules l's deadline. Renewals leave the old deadlines in
+// the heap (they are skipped when they surface); when stale items outnumber
+// the leases, the heap is rebuilt from the leases' current deadlines, so
+// renewing in a loop cannot grow it without bound.
+func (s *state) pushExpiry(l *Lease) {
+	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
+	if s.expiry.Len() <= 2*len(s.leases)+64 {
+		return
+	}
+	s.expiry = s.expiry[:0]
+	for _, x := range s.leases {
+		s.expiry = append(s.expiry, expiryItem{id: x.ID, at: x.Expires})
+	}
+	heap.Init(&s.expiry)
 }

@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
@@ -227,7 +226,7 @@ func (s *state) grant(w *waiter, acc Account) {
 	s.removeWaiter(w)
 	s.leases[l.ID] = l
 	s.invalidate()
-	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
+	s.pushExpiry(l)
 	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
 	s.emit(EventGranted, l, "")
 	granted := l.clone()

@@ -75,7 +75,7 @@ func (w *Watcher) Watch(pid int) error {
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		go func() { w.exited <- pid }()
+		w.gone(pid)
 		return nil
 	}
 	if err != nil {
@@ -88,6 +88,29 @@ func (w *Watcher) Watch(pid int) error {
 	}
 	w.byPID[pid], w.byFD[fd] = fd, pid
 	return nil
+}
+
+// WatchProcess watches pid if it is still the process that started at
+// startTicks (0: any); a PID that was reused is reported as exited at once.
+func (w *Watcher) WatchProcess(procRoot string, pid int, startTicks uint64) error {
+	if err := w.Watch(pid); err != nil {
+		return err
+	}
+	// The pidfd now pins whichever process has the PID: make sure it is ours.
+	if !Alive(procRoot, pid, startTicks) {
+		w.Unwatch(pid)
+		w.gone(pid)
+	}
+	return nil
+}
+
+// gone reports pid as exited without blocking the caller.
+func (w *Watcher) gone(pid int) {
+	select {
+	case w.exited <- pid:
+	default:
+		go func() { w.exited <- pid }()
+	}
 }
 
 // Unwatch stops watching pid.
@@ -137,22 +160,30 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		}
 		for _, ev := range events[:n] {
-			if int(ev.Fd) != w.wakeFD {
-				w.report(int(ev.Fd))
+			if int(ev.Fd) != w.wakeFD && !w.report(ctx, int(ev.Fd)) {
+				return nil
 			}
 		}
 	}
 }
 
-func (w *Watcher) report(fd int) {
+// report forgets the process behind fd and sends its PID, unless ctx ends
+// first (then it returns false: nobody reads exits any more).
+func (w *Watcher) report(ctx context.Context, fd int) bool {
 	w.mu.Lock()
 	pid, ok := w.byFD[fd]
 	if ok {
 		w.forget(pid)
 	}
 	w.mu.Unlock()
-	if ok {
-		w.exited <- pid
+	if !ok {
+		return true
+	}
+	select {
+	case w.exited <- pid:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -175,7 +206,11 @@ func (w *Watcher) poll(ctx context.Context) error {
 		}
 		w.mu.Unlock()
 		for _, pid := range gone {
-			w.exited <- pid
+			select {
+			case w.exited <- pid:
+			case <-ctx.Done():
+				return nil
+			}
 		}
 		t.Reset(PollInterval)
 	}

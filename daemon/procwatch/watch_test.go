@@ -91,3 +91,45 @@ func TestRead(t *testing.T) {
 		t.Errorf("parseStat: %+v %v", got, err)
 	}
 }
+
+// TestRunStopsWithUnreadExits: exits nobody reads do not keep Run from
+// returning when its context ends.
+func TestRunStopsWithUnreadExits(t *testing.T) {
+	w, err := NewWatcher(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for i := 0; i < 300; i++ { // more exits than the channel holds
+		c := exec.Command("true")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Watch(c.Process.Pid)
+		_ = c.Wait()
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel with unread exits")
+	}
+}
+
+func TestWatchProcessReusedPID(t *testing.T) {
+	w, err := NewWatcher(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startSleep(t)
+	info, _ := Read("/proc", c.Process.Pid)
+	if err := w.WatchProcess("/proc", c.Process.Pid, info.StartTicks+1); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-w.Exited(); got != c.Process.Pid {
+		t.Errorf("a PID with another start time was not reported gone: %d", got)
+	}
+}
