@@ -210,21 +210,44 @@ func TestHolderKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	released := make(chan time.Time, 1)
+	released, live := make(chan time.Time, 1), make(chan struct{})
 	go func() {
 		_ = td.c.Events(ctx, func(ev api.Event) error {
-			if ev.Lease.ID == l.ID && ev.Type == "released" {
+			switch {
+			case ev.Lease.Holder.Name == "marker":
+				select {
+				case <-live:
+				default:
+					close(live)
+				}
+			case ev.Lease.ID == l.ID && ev.Type == "released":
 				released <- time.Now()
 				return errors.New("done")
 			}
 			return nil
 		})
 	}()
-	time.Sleep(50 * time.Millisecond) // the stream is open
+	// The stream is live once it shows a marker lease granted after it opened.
+	for {
+		if _, err := td.c.Acquire(ctx, api.LeaseRequest{Device: "cpu", Holder: &api.HolderRequest{Name: "marker"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-live:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
 	killed := time.Now()
 	_ = holder.Process.Kill()
 	_ = holder.Wait()
-	at := <-released
+	var at time.Time
+	select {
+	case at = <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no released event within 30 s of the holder's death")
+	}
 	t.Logf("kill -9 of the holder → lease released in %v", at.Sub(killed))
 	got, _ := td.c.Lease(ctx, l.ID)
 	if got.State != "released" || !strings.Contains(got.Reason, "exited") {
@@ -244,16 +267,12 @@ func TestEventsAndMetrics(t *testing.T) {
 	td := startDaemon(t, 2, 24*GiB, func(c *config.Config) { c.Placement.Policy = config.PolicyBinpack })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	types := make(chan string, 10)
-	go func() {
-		_ = td.c.Events(ctx, func(ev api.Event) error { types <- ev.Type; return nil })
-	}()
-	time.Sleep(50 * time.Millisecond)
+	types := liveEvents(t, ctx, td)
 	l, err := td.c.Acquire(ctx, api.LeaseRequest{MemoryBytes: 3 * GiB, Priority: "high"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := <-types, <-types; a != "requested" || b != "granted" {
+	if a, b := recv(t, types), recv(t, types); a != "requested" || b != "granted" {
 		t.Errorf("events %s, %s", a, b)
 	}
 	status, body := td.raw("GET", "/metrics", "")
@@ -273,5 +292,38 @@ func TestEventsAndMetrics(t *testing.T) {
 	st, err := td.c.Status(ctx)
 	if err != nil || st.Leases != 1 || st.GPUs != 2 || st.Stats.Grants != 1 || st.Version != "test" {
 		t.Errorf("status: %+v %v", st, err)
+	}
+}
+
+// liveEvents opens GET /v1/events and returns once the daemon has
+// subscribed it (its opening comment arrived); event types follow on the
+// channel.
+func liveEvents(t *testing.T, ctx context.Context, td *testDaemon) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://wsched/v1/events", nil)
+	resp, err := unixHTTP(td.socket).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, ":") {
+		t.Fatalf("event stream opened with %q, %v", line, err)
+	}
+	types := make(chan string, 64)
+	go func() {
+		defer resp.Body.Close()
+		_ = client.ReadSSE(br, func(event, _ string) error { types <- event; return nil })
+	}()
+	return types
+}
+
+func recv(t *testing.T, ch <-chan string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30 s")
+		return ""
 	}
 }

@@ -64,7 +64,6 @@ func (x executor) Execute(ctx context.Context, job jobs.Job, r jobs.Reporter) (t
 		Labels: map[string]string{labelEstimateKey: keyLabel(key), "wsched.job": job.ID},
 	})
 	if err != nil {
-		x.d.noteOOM(err, key, bytes)
 		return transcript.Transcript{}, jobFailure("start backend", err)
 	}
 	defer release()
@@ -81,11 +80,16 @@ func (x executor) Execute(ctx context.Context, job jobs.Job, r jobs.Reporter) (t
 		return nil
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			inst.Discard("its job was cancelled or timed out")
+		case errors.Is(err, plugins.ErrOutOfMemory):
+			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
 		}
-		x.d.noteOOM(err, key, bytes)
 		return transcript.Transcript{}, jobFailure("transcribe", err)
+	}
+	if job.OOMFactor > 1 {
+		x.d.learnRaised(key, bytes)
 	}
 	return toTranscript(job, res), nil
 }
@@ -131,7 +135,9 @@ func (d *Daemon) lookupModel(ctx context.Context, name string) (models.Model, er
 
 // sizeJob is the lease size for a job: the estimator's recommendation
 // (learned peaks included) for the model, reserving whisper.cpp's fallback
-// decoders, scaled by the job's OOM factor after an out-of-memory retry.
+// decoders, scaled by the job's OOM factor (1.5 per out-of-memory retry).
+// Nothing is learned during the retries, so the factor applies to the same
+// estimate each time: E, 1.5 E, 2.25 E, …
 func (d *Daemon) sizeJob(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
 	if m.MemoryBytes > 0 { // configured: the operator knows best
 		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name}
@@ -156,14 +162,12 @@ func (d *Daemon) sizeJob(m models.Model, job jobs.Job) (int64, estimator.Key, er
 	return bytes, res.Key, nil
 }
 
-// noteOOM records an out-of-memory miss for learning: the estimate was too
-// small, so at least the raised size is a measured need.
-func (d *Daemon) noteOOM(err error, key estimator.Key, bytes int64) {
-	if !errors.Is(err, plugins.ErrOutOfMemory) {
-		return
-	}
-	if rerr := d.db.RecordPeak(key, int64(float64(bytes)*1.5)); rerr != nil {
-		d.log.Warn("cannot record an OOM for learning", "err", rerr)
+// learnRaised records, after a job needed out-of-memory retries to
+// complete, the lease size that finally worked, so later estimates for the
+// same key start there instead of at the size that failed.
+func (d *Daemon) learnRaised(key estimator.Key, bytes int64) {
+	if err := d.db.RecordPeak(key, bytes); err != nil {
+		d.log.Warn("cannot record a raised estimate for learning", "err", err)
 	}
 }
 

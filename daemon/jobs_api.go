@@ -81,6 +81,9 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	if err != nil {
 		return spec, err
 	}
+	if limit := d.cfg.Backends.MaxKeepAlive.D(); ka > limit {
+		return spec, badRequest("invalid_field", "field keep_alive_seconds: %v is more than [backends] max_keep_alive (%s)", req.KeepAliveSeconds, limit)
+	}
 	spec.KeepAlive = ka
 	switch {
 	case uploaded != "":
@@ -214,5 +217,13 @@ func (d *Daemon) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stop()
-	streamSSE(w, r, ch, "end", func(ev jobs.Event) (string, any) { return string(ev.Type), ev })
+	// The stream ends with "end" when the job finished, "lagged" when this
+	// reader fell behind (reconnect: the states are replayed).
+	closing := func() string {
+		if j, err := d.jobs.Get(context.Background(), r.PathValue("id")); err == nil && !j.State.Finished() {
+			return "lagged"
+		}
+		return "end"
+	}
+	streamSSE(w, r, ch, closing, func(ev jobs.Event) (string, any) { return string(ev.Type), ev })
 }

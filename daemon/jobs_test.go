@@ -305,7 +305,10 @@ func unixHTTP(socket string) *http.Client {
 // submit, after checking it as the client, so re-pointing a symlink later
 // changes nothing; a FIFO is refused rather than blocking the daemon.
 func TestAudioPathIsSnapshotted(t *testing.T) {
-	td, _ := jobDaemon(t, 4*GiB, func(c *config.Config) { c.Backends.DefaultModel = "ghost" }) // jobs fail fast; we look at the spec
+	td, _ := jobDaemon(t, 10*GiB, nil)
+	if _, err := td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 20 * GiB}); err != nil {
+		t.Fatal(err) // the job waits for memory while we look at its audio
+	}
 	dir := t.TempDir()
 	ok, secret, link := filepath.Join(dir, "ok.wav"), filepath.Join(dir, "secret.wav"), filepath.Join(dir, "link.wav")
 	_ = os.WriteFile(ok, []byte("RIFF-ok"), 0o644)
@@ -314,6 +317,7 @@ func TestAudioPathIsSnapshotted(t *testing.T) {
 	j := td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, link))
 	_ = os.Remove(link)
 	_ = os.Symlink(secret, link)
+	waitQueued(t, td, 1)
 	got, err := os.ReadFile(j.Spec.AudioPath)
 	if err != nil || string(got) != "RIFF-ok" || !j.Spec.Uploaded || !strings.HasPrefix(j.Spec.AudioPath, filepath.Join(td.cfg.Daemon.StateDir, "uploads")) {
 		t.Errorf("job audio %q (uploaded %v) holds %q, %v; want the snapshot of ok.wav", j.Spec.AudioPath, j.Spec.Uploaded, got, err)
@@ -325,5 +329,11 @@ func TestAudioPathIsSnapshotted(t *testing.T) {
 	status, out := td.raw("POST", "/v1/jobs", fmt.Sprintf(`{"audio_path": %q}`, fifo))
 	if status != http.StatusForbidden || !strings.Contains(out, "not a regular file") {
 		t.Errorf("FIFO: %d %s", status, out)
+	}
+	if status, out := td.raw("DELETE", "/v1/jobs/"+j.ID, ""); status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", status, out)
+	}
+	if _, err := os.Stat(j.Spec.AudioPath); !os.IsNotExist(err) {
+		t.Errorf("the audio copy outlived its cancelled job: %v", err)
 	}
 }

@@ -104,8 +104,10 @@ func openAIRequest(form map[string]string, translate bool) (api.JobRequest, erro
 // client that hangs up cancels its job.
 func (d *Daemon) answerOpenAI(w http.ResponseWriter, r *http.Request, j jobs.Job, format string, translate bool) {
 	done, err := d.jobs.Wait(r.Context(), j.ID)
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil { // the client hung up, or the daemon is stopping
 		_, _ = d.jobs.Cancel(context.Background(), j.ID)
+		writeOpenAIError(w, &httpError{status: http.StatusServiceUnavailable, code: "shutting_down",
+			err: fmt.Errorf("job %s was cancelled: the request ended before it finished", j.ID)})
 		return
 	}
 	if err != nil {

@@ -19,10 +19,11 @@ func writeSSE(w io.Writer, id uint64, event string, v any) error {
 }
 
 // streamSSE answers with an event stream of what arrives on ch until the
-// client goes away or ch closes; then it sends a last event of type closing
-// (empty data). frame gives each item's event type and data; ids count up.
-// A comment every 15 s keeps proxies from closing an idle stream.
-func streamSSE[T any](w http.ResponseWriter, r *http.Request, ch <-chan T, closing string, frame func(T) (string, any)) {
+// client goes away or ch closes; then it sends a last event whose type
+// closing says (empty data). frame gives each item's event type and data;
+// ids count up. A comment every 15 s keeps proxies from closing an idle
+// stream.
+func streamSSE[T any](w http.ResponseWriter, r *http.Request, ch <-chan T, closing func() string, frame func(T) (string, any)) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -40,7 +41,7 @@ func streamSSE[T any](w http.ResponseWriter, r *http.Request, ch <-chan T, closi
 			fmt.Fprint(w, ": keepalive\n\n")
 		case item, ok := <-ch:
 			if !ok {
-				fmt.Fprintf(w, "event: %s\ndata: {}\n\n", closing)
+				fmt.Fprintf(w, "event: %s\ndata: {}\n\n", closing())
 				_ = rc.Flush()
 				return
 			}

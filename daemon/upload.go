@@ -12,8 +12,13 @@ import (
 	"strings"
 )
 
-// maxFormField bounds each non-file field of a multipart form.
-const maxFormField = 64 << 10
+// Limits on the non-file part of a multipart form: each field, all fields
+// together, and the number of parts.
+const (
+	maxFormField  = 64 << 10
+	maxFormFields = 256 << 10
+	maxFormParts  = 64
+)
 
 // readUpload streams a multipart form: the "file" part goes to
 // [daemon] state_dir/uploads (at most [backends] max_upload), the other
@@ -27,6 +32,7 @@ func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 	}
 	form := map[string]string{}
 	var path string
+	var parts, fieldBytes int
 	fail := func(err error) (map[string]string, string, error) {
 		d.removeFile(path)
 		return nil, "", err
@@ -38,6 +44,9 @@ func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 		}
 		if err != nil {
 			return fail(uploadError(err, limit))
+		}
+		if parts++; parts > maxFormParts {
+			return fail(badRequest("invalid_request", "more than %d form parts", maxFormParts))
 		}
 		name := part.FormName()
 		if name == "file" && part.FileName() != "" {
@@ -55,6 +64,9 @@ func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 		}
 		if len(val) > maxFormField {
 			return fail(badRequest("invalid_field", "field %s is longer than %d bytes", name, maxFormField))
+		}
+		if fieldBytes += len(val); fieldBytes > maxFormFields {
+			return fail(badRequest("invalid_request", "form fields hold more than %d bytes", maxFormFields))
 		}
 		if old, ok := form[name]; ok {
 			form[name] = old + "," + string(val)

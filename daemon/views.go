@@ -78,7 +78,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	streamSSE(w, r, ch, "lagged", func(ev placement.Event) (string, any) { return string(ev.Type), api.FromEvent(ev) })
+	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), api.FromEvent(ev) })
 }
 
 func (d *Daemon) postEstimate(w http.ResponseWriter, r *http.Request) {

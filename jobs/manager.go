@@ -257,25 +257,38 @@ func (m *Manager) Subscribe(ctx context.Context, id string) (Job, <-chan Event, 
 	return cur, ch, stop, nil
 }
 
-// Wait blocks until the job finishes (or ctx ends) and returns it.
+// Wait blocks until the job finishes (or ctx ends) and returns it. A
+// subscription dropped for falling behind is renewed.
 func (m *Manager) Wait(ctx context.Context, id string) (Job, error) {
-	cur, ch, stop, err := m.Subscribe(ctx, id)
-	if err != nil {
-		return Job{}, err
-	}
-	defer stop()
-	for !cur.State.Finished() {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return m.Get(ctx, id)
+	for {
+		cur, ch, stop, err := m.Subscribe(ctx, id)
+		if err != nil {
+			return Job{}, err
+		}
+	recv:
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					break recv
+				}
+				cur = ev.Job
+			case <-ctx.Done():
+				stop()
+				return cur, ctx.Err()
 			}
-			cur = ev.Job
-		case <-ctx.Done():
-			return cur, ctx.Err()
+		}
+		stop()
+		if cur.State.Finished() {
+			return cur, nil
+		}
+		if cur, err = m.Get(ctx, id); err != nil || cur.State.Finished() {
+			return cur, err
+		}
+		if err := ctx.Err(); err != nil {
+			return cur, err
 		}
 	}
-	return cur, nil
 }
 
 // removeUpload deletes an uploaded audio file with its job.

@@ -58,6 +58,7 @@ func (s *mstate) transition(e *entry, to State) {
 	e.job.History = append(e.job.History, StateChange{State: to, Time: now, Attempt: e.job.Attempts})
 	if to.Finished() {
 		e.job.Finished = now
+		s.m.removeUpload(e.job) // the result stays; the audio copy is no longer needed
 	}
 	s.persist(e)
 	s.emit(e, Event{Type: EventState, State: to})
@@ -215,6 +216,13 @@ func (s *mstate) rearm(t *time.Timer) {
 
 func (s *mstate) shutdown() {
 	for _, e := range s.jobs {
+		if e.running && !e.job.State.Finished() {
+			// Interrupted by a graceful stop: the attempt does not count; the
+			// job is queued again at the next start.
+			e.job.Attempts = max(0, e.job.Attempts-1)
+			e.job.Error = "interrupted by a daemon shutdown"
+			s.transition(e, Pending)
+		}
 		if e.cancel != nil {
 			e.cancel()
 		}

@@ -39,7 +39,7 @@ func (m *Manager) work(ctx context.Context, job Job) {
 		if ctx.Err() != nil && m.stopping() {
 			return // shutdown: the job resumes at the next start
 		}
-		if timedOut {
+		if timedOut && err != nil {
 			err = fmt.Errorf("%w after %s ([backends] job_timeout)", ErrTimeout, m.cfg.JobTimeout)
 		}
 		var retry bool

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -85,8 +86,19 @@ func (c *Client) CancelJob(ctx context.Context, id string) (jobs.Job, error) {
 }
 
 // JobEvents follows a job's event stream (every past state, then live
-// events) until the job finishes, f fails, or ctx ends.
+// events) until the job finishes, f fails, or ctx ends. When the daemon
+// drops the stream because this reader fell behind, it reconnects (the
+// states are replayed).
 func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) error) error {
+	for {
+		err := c.jobEventsOnce(ctx, id, f)
+		if !errors.Is(err, ErrLagged) {
+			return err
+		}
+	}
+}
+
+func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(jobs.Event) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched/v1/jobs/"+url.PathEscape(id)+"/events", nil)
 	if err != nil {
 		return err
@@ -103,8 +115,11 @@ func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) er
 		return decodeError(resp)
 	}
 	return ReadSSE(resp.Body, func(event, data string) error {
-		if event == "end" {
+		switch event {
+		case "end":
 			return nil
+		case "lagged":
+			return ErrLagged
 		}
 		var ev jobs.Event
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {

@@ -163,6 +163,8 @@ type Backends struct {
 	// KeepAlive is how long a loaded backend stays warm after its last use
 	// (a request may override it).
 	KeepAlive units.Duration `toml:"keep_alive"`
+	// MaxKeepAlive caps the keep-alive a job may ask for.
+	MaxKeepAlive units.Duration `toml:"max_keep_alive"`
 	// HealthInterval is how often idle backends are health-checked and
 	// their leases renewed.
 	HealthInterval units.Duration `toml:"health_interval"`

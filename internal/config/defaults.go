@@ -63,6 +63,7 @@ func Defaults() *Config {
 			DefaultModel:   "base",
 			DevDirs:        []string{"./bin"},
 			KeepAlive:      units.Duration(5 * time.Minute),
+			MaxKeepAlive:   units.Duration(time.Hour),
 			HealthInterval: units.Duration(30 * time.Second),
 			StartTimeout:   units.Duration(time.Minute),
 			MaxRestarts:    3,

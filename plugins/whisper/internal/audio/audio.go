@@ -25,6 +25,8 @@ var (
 	ErrCorrupt     = errors.New("corrupt WAV file")
 	ErrNoDecoder   = errors.New("no decoder for this format: install ffmpeg to read formats other than PCM/float WAV")
 	ErrFFmpeg      = errors.New("ffmpeg could not decode the file")
+	// ErrTooLong means the audio decodes to more than MaxDuration.
+	ErrTooLong = errors.New("audio too long")
 )
 
 // Decoder reads audio files.

@@ -13,15 +13,21 @@ import (
 // maxStderr is how much of ffmpeg's error output an error message keeps.
 const maxStderr = 2 << 10
 
+// formatWhitelist lists the demuxers ffmpeg may use: audio and media
+// containers that hold their own data. Playlists and concatenation (hls,
+// concat, dash, …) are left out: they name other files, which a client
+// could point at audio it may not read.
+const formatWhitelist = "wav,w64,mp3,flac,ogg,matroska,webm,mov,mp4,m4a,3gp,3g2,mj2,aac,amr,aiff,caf,au,asf,avi,mpeg,mpegts,wv,ape,tta,dts,ac3,eac3,truehd,mlp,gsm,voc,xwma,shn"
+
 // ffmpegArgs makes ffmpeg write the first audio stream of path to stdout as
 // a float32 WAV stream, channels and rate as they are: DecodeWAV then
 // downmixes and resamples exactly as it does for a WAV file. "file:" and the
-// protocol whitelist keep a path such as "http://…", or a playlist naming
-// URLs, from reaching the network.
+// protocol whitelist keep a path such as "http://…" from reaching the
+// network; the format whitelist keeps playlists from reaching other files.
 func ffmpegArgs(path string) []string {
 	return []string{
 		"-nostdin", "-hide_banner", "-loglevel", "error",
-		"-protocol_whitelist", "file",
+		"-protocol_whitelist", "file", "-format_whitelist", formatWhitelist,
 		"-i", "file:" + path,
 		"-map", "0:a:0", "-vn", "-sn", "-dn",
 		"-acodec", "pcm_f32le", "-f", "wav", "-",

@@ -175,3 +175,32 @@ func sharedFile(t *testing.T, name string) string {
 		dir = parent
 	}
 }
+
+// TestPlaylistRefused: a playlist naming another file (one the client may
+// not read) is not followed.
+func TestPlaylistRefused(t *testing.T) {
+	ff, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Skip("no ffmpeg")
+	}
+	dir := t.TempDir()
+	mp3, err := os.ReadFile(sharedFile(t, "audio/jfk.mp3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "secret.mp3")
+	if err := os.WriteFile(secret, mp3, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pl := filepath.Join(dir, "upload.m3u8")
+	_ = os.WriteFile(pl, []byte("#EXTM3U\n#EXT-X-TARGETDURATION:20\n#EXTINF:11.0,\n"+secret+"\n#EXT-X-ENDLIST\n"), 0o600)
+	out, err := Decoder{FFmpeg: ff}.Decode(context.Background(), pl)
+	if err == nil || len(out) > 0 {
+		t.Errorf("a playlist was followed: %d samples, %v", len(out), err)
+	}
+	cc := filepath.Join(dir, "upload.ffconcat")
+	_ = os.WriteFile(cc, []byte("ffconcat version 1.0\nfile '"+secret+"'\n"), 0o600)
+	if out, err := (Decoder{FFmpeg: ff}).Decode(context.Background(), cc); err == nil || len(out) > 0 {
+		t.Errorf("a concat list was followed: %d samples, %v", len(out), err)
+	}
+}

@@ -1,6 +1,9 @@
 package audio
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Resampler design: band-limited interpolation with a Kaiser-windowed sinc
 // (Smith, "Digital Audio Resampling"). The cutoff sits at rolloff × the
@@ -20,7 +23,13 @@ const (
 	// maxPrealloc bounds the capacity reserved from a header's size field,
 	// which a corrupt file can set to anything.
 	maxPrealloc = 1 << 20
+	// maxSamples is MaxDuration at 16 kHz: decoding stops with ErrTooLong
+	// beyond it (whisper.cpp holds the whole signal in memory).
+	maxSamples = int(MaxDuration/time.Second) * SampleRate
 )
+
+// MaxDuration is the longest audio decoded: 4 h at 16 kHz float32 is 0.9 GB.
+const MaxDuration = 4 * time.Hour
 
 // converter collects mono samples at the source rate and produces 16 kHz.
 type converter struct {

@@ -19,6 +19,9 @@ const (
 const (
 	maxChannels   = 64
 	maxSampleRate = 1_000_000
+	// minSampleRate refuses rates so low that resampling to 16 kHz would
+	// turn a few bytes into gigabytes (1 Hz: ×64 000); telephony is 8 kHz.
+	minSampleRate = 4_000
 	maxFmtBytes   = 1 << 10
 	framesPerRead = 4096
 	// unknownSize is what streaming writers put in a size field they cannot
@@ -144,8 +147,8 @@ func (f *wavFormat) validate() error {
 	switch {
 	case f.channels < 1 || f.channels > maxChannels:
 		return fmt.Errorf("%w: %d channels", ErrCorrupt, f.channels)
-	case f.rate < 1 || f.rate > maxSampleRate:
-		return fmt.Errorf("%w: sample rate %d Hz", ErrCorrupt, f.rate)
+	case f.rate < minSampleRate || f.rate > maxSampleRate:
+		return fmt.Errorf("%w: sample rate %d Hz (want %d to %d)", ErrCorrupt, f.rate, minSampleRate, maxSampleRate)
 	case f.blockAlign != f.channels*f.bits/8:
 		return fmt.Errorf("%w: block align %d for %d channels of %d bits", ErrCorrupt, f.blockAlign, f.channels, f.bits)
 	}
@@ -165,6 +168,9 @@ func decodeData(r io.Reader, f wavFormat, size uint32) ([]float32, error) {
 		frames := n / f.blockAlign
 		f.downmix(buf[:frames*f.blockAlign], mono[:frames])
 		out.write(mono[:frames])
+		if len(out.out) > maxSamples {
+			return nil, fmt.Errorf("%w: more than %s of audio", ErrTooLong, MaxDuration)
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return out.finish(), nil
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -246,4 +247,27 @@ func FuzzDecodeWAV(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLowRateRefused: a 1 Hz header would turn each byte into 16 000
+// samples; rates below 4 kHz are refused.
+func TestLowRateRefused(t *testing.T) {
+	var b bytes.Buffer
+	w := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) }
+	b.WriteString("RIFF")
+	w(uint32(36 + 1000))
+	b.WriteString("WAVEfmt ")
+	w(uint32(16))
+	w(uint16(1))
+	w(uint16(1))
+	w(uint32(1))
+	w(uint32(1))
+	w(uint16(1))
+	w(uint16(8))
+	b.WriteString("data")
+	w(uint32(1000))
+	b.Write(bytes.Repeat([]byte{0x80}, 1000))
+	if _, err := DecodeWAV(bytes.NewReader(b.Bytes())); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "sample rate 1 Hz") {
+		t.Errorf("1 Hz WAV: %v", err)
+	}
 }
