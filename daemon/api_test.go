@@ -272,7 +272,7 @@ func TestEventsAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := recv(t, types), recv(t, types); a != "requested" || b != "granted" {
+	if a, b := recv(t, types).Type, recv(t, types).Type; a != "requested" || b != "granted" {
 		t.Errorf("events %s, %s", a, b)
 	}
 	status, body := td.raw("GET", "/metrics", "")
@@ -296,9 +296,8 @@ func TestEventsAndMetrics(t *testing.T) {
 }
 
 // liveEvents opens GET /v1/events and returns once the daemon has
-// subscribed it (its opening comment arrived); event types follow on the
-// channel.
-func liveEvents(t *testing.T, ctx context.Context, td *testDaemon) <-chan string {
+// subscribed it (its opening comment arrived); events follow on the channel.
+func liveEvents(t *testing.T, ctx context.Context, td *testDaemon) <-chan api.Event {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://wsched/v1/events", nil)
 	resp, err := unixHTTP(td.socket).Do(req)
@@ -309,21 +308,27 @@ func liveEvents(t *testing.T, ctx context.Context, td *testDaemon) <-chan string
 	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, ":") {
 		t.Fatalf("event stream opened with %q, %v", line, err)
 	}
-	types := make(chan string, 64)
+	events := make(chan api.Event, 256)
 	go func() {
 		defer resp.Body.Close()
-		_ = client.ReadSSE(br, func(event, _ string) error { types <- event; return nil })
+		_ = client.ReadSSE(br, func(_, data string) error {
+			var ev api.Event
+			if json.Unmarshal([]byte(data), &ev) == nil {
+				events <- ev
+			}
+			return nil
+		})
 	}()
-	return types
+	return events
 }
 
-func recv(t *testing.T, ch <-chan string) string {
+func recv(t *testing.T, ch <-chan api.Event) api.Event {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event within 30 s")
-		return ""
+		return api.Event{}
 	}
 }

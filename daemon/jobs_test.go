@@ -337,3 +337,29 @@ func TestAudioPathIsSnapshotted(t *testing.T) {
 		t.Errorf("the audio copy outlived its cancelled job: %v", err)
 	}
 }
+
+// TestOOMRetriesGrowOneEstimate: a backend that always runs out of memory
+// gets 1 + max_retries attempts on fresh instances with leases of E, 1.5 E,
+// 2.25 E, 3.375 E — the same estimate scaled, never compounded with
+// learning — and the job fails naming the OOM.
+func TestOOMRetriesGrowOneEstimate(t *testing.T) {
+	t.Setenv(plugintest.Env(plugintest.TranscribeError), "oom")
+	td, audio := jobDaemon(t, 2*GiB, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := liveEvents(t, ctx, td)
+	j := td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, audio))
+	got := td.waitJob(t, j.ID, finished)
+	if got.State != jobs.Failed || got.Attempts != 4 || !strings.Contains(got.Error, "out of memory") || got.OOMFactor != 1.5*1.5*1.5 {
+		t.Fatalf("job: %s after %d attempts, factor %v, error %q", got.State, got.Attempts, got.OOMFactor, got.Error)
+	}
+	var sizes []int64
+	for len(sizes) < 4 {
+		if ev := recv(t, events); ev.Type == "granted" && ev.Lease.Holder.Name == "wsched-backend-fake" {
+			sizes = append(sizes, ev.Lease.MemoryBytes)
+		}
+	}
+	if want := []int64{2 * GiB, 3 * GiB, 9 * GiB / 2, 27 * GiB / 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Errorf("leases per attempt %v, want %v", sizes, want)
+	}
+}
