@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/wsched/wsched/plugins"
+
+	"github.com/wsched/wsched/internal/testshared"
 )
 
 // TestSmoke is the backend's one exec test. It builds this command and
@@ -110,23 +112,4 @@ func vmPeak(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// sharedFile finds NAME under the shared/ directory beside the repository,
-// or skips the test.
-func sharedFile(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skipf("shared/%s not found above %s: skipping", name, dir)
-		}
-		dir = parent
-	}
-}
+func sharedFile(t testing.TB, name string) string { t.Helper(); return testshared.File(t, name) }

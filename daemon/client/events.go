@@ -19,7 +19,21 @@ var ErrLagged = fmt.Errorf("event stream dropped: the reader fell behind")
 // Events follows GET /v1/events, calling f for each event until ctx ends,
 // f returns an error, or the stream ends.
 func (c *Client) Events(ctx context.Context, f func(api.Event) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched/v1/events", nil)
+	return c.stream(ctx, "/v1/events", func(event, data string) error {
+		if event == "lagged" {
+			return ErrLagged
+		}
+		var ev api.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		return f(ev)
+	})
+}
+
+// stream follows the event stream at path, calling f with each event.
+func (c *Client) stream(ctx context.Context, path string, f func(event, data string) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched"+path, nil)
 	if err != nil {
 		return err
 	}
@@ -34,16 +48,7 @@ func (c *Client) Events(ctx context.Context, f func(api.Event) error) error {
 	if resp.StatusCode != http.StatusOK {
 		return decodeError(resp)
 	}
-	return ReadSSE(resp.Body, func(event, data string) error {
-		if event == "lagged" {
-			return ErrLagged
-		}
-		var ev api.Event
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return fmt.Errorf("decode event: %w", err)
-		}
-		return f(ev)
-	})
+	return ReadSSE(resp.Body, f)
 }
 
 // ReadSSE parses a Server-Sent Events stream, calling f with each event's

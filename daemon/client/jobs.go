@@ -99,22 +99,7 @@ func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) er
 }
 
 func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(jobs.Event) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched/v1/jobs/"+url.PathEscape(id)+"/events", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return c.unreachable(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return decodeError(resp)
-	}
-	return ReadSSE(resp.Body, func(event, data string) error {
+	return c.stream(ctx, "/v1/jobs/"+url.PathEscape(id)+"/events", func(event, data string) error {
 		switch event {
 		case "end":
 			return nil

@@ -14,29 +14,11 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/wsched/wsched/plugins"
+
+	"github.com/wsched/wsched/internal/testshared"
 )
 
-// sharedFile finds NAME under the shared/ directory beside the repository
-// (../shared from the repository root) by walking up from the package
-// directory, or skips the test.
-func sharedFile(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skipf("shared/%s not found above %s: skipping (the tests need ../shared from the repository root)", name, dir)
-		}
-		dir = parent
-	}
-}
+func sharedFile(t testing.TB, name string) string { t.Helper(); return testshared.File(t, name) }
 
 // repoFile is NAME relative to the repository root (where go.mod is).
 func repoFile(t testing.TB, name string) string {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wsched/wsched/internal/testshared"
 )
 
 // lookFFmpeg returns ffmpeg's path or skips the test.
@@ -155,26 +157,7 @@ func TestDecodeFFmpegFailure(t *testing.T) {
 	}
 }
 
-// sharedFile finds ../shared/NAME above the working directory (the
-// repository's sibling shared/ directory) or skips the test.
-func sharedFile(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skipf("shared/%s not found above the working directory: skipping", name)
-		}
-		dir = parent
-	}
-}
+func sharedFile(t testing.TB, name string) string { t.Helper(); return testshared.File(t, name) }
 
 // TestPlaylistRefused: a playlist naming another file (one the client may
 // not read) is not followed.
