@@ -11,7 +11,9 @@
 #     dynamic module and ships no libggml-cpu.so. Consumers link with
 #     `-Wl,--as-needed`, so the stub never becomes a runtime dependency.
 #   * the build tools cgo needs (gcc, g++, pkg-config) and systemd-analyze
-#     (package systemd) when missing. ffmpeg stays optional.
+#     (package systemd) when missing, and ffmpeg and curl, which the tests use
+#     (the backend's ffmpeg path and its playlist refusal; curl as an API
+#     client). At run time ffmpeg stays optional.
 #
 # Idempotent: every step checks first and does nothing when already satisfied,
 # so a second run prints a single line. Runs as root, or through sudo.
@@ -94,6 +96,8 @@ install_build_tools() {
 	fi
 	command -v pkg-config >/dev/null || pkgs+=(pkg-config)
 	command -v systemd-analyze >/dev/null || pkgs+=(systemd)
+	command -v ffmpeg >/dev/null || pkgs+=(ffmpeg)
+	command -v curl >/dev/null || pkgs+=(curl)
 	if [[ ${#pkgs[@]} -gt 0 ]]; then
 		apt_install "${pkgs[@]}"
 	fi
