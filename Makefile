@@ -17,9 +17,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build:
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched
 
-# Runs the daemon in the foreground (Ctrl-C stops it). As root it serves
-# /run/wsched/wsched.sock, otherwise $$XDG_RUNTIME_DIR/wsched.sock.
-run: build
+# Runs the daemon in the foreground (Ctrl-C stops it), with the whisper.cpp
+# backend from bin/ (plugins: libwhisper is installed first when missing). As
+# root it serves /run/wsched/wsched.sock, otherwise $$XDG_RUNTIME_DIR/wsched.sock.
+run: build plugins
 	$(BIN)/wsched serve $(if $(CONFIG),--config $(CONFIG))
 
 # The README's test command: everything CI checks.

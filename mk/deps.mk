@@ -9,7 +9,7 @@
 # The bindings hard-link -lggml-cpu, which Debian does not ship (its CPU backend is a module loaded by
 # ggml_backend_load_all()); --as-needed drops the stub from the binary's NEEDED list, so the stub is a
 # build-time requirement only.
-.PHONY: deps
+.PHONY: deps whisper-deps
 
 WHISPER_STUB_DIR    ?= /usr/local/lib
 WHISPER_GO_TAGS     ?= whisper
@@ -20,5 +20,8 @@ WHISPER_CGO_LDFLAGS ?= -L$(WHISPER_STUB_DIR) -Wl,--as-needed
 WHISPER_GO_ENV       = CGO_ENABLED=1 CGO_CFLAGS="$(WHISPER_CGO_CFLAGS)" CGO_LDFLAGS="$(WHISPER_CGO_LDFLAGS)"
 export WHISPER_STUB_DIR WHISPER_GO_TAGS WHISPER_CGO_CFLAGS WHISPER_CGO_LDFLAGS
 
-deps:
+deps: whisper-deps
+
+# libwhisper and the build tools only: what `make plugins` (and so `make run`) needs.
+whisper-deps:
 	WSCHED_STUB_DIR="$(WHISPER_STUB_DIR)" bash packaging/deps/install-deps.sh

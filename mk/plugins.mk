@@ -14,7 +14,7 @@ PLUGIN_PKGS       := ./plugins/whisper/... ./cmd/wsched-backend-whisper/...
 PLUGINS_BENCHTIME ?= 10x
 
 # -buildmode=pie as for the daemon (lintian's hardening check); mkdeb strips it when packaging.
-plugins:
+plugins: whisper-deps
 	$(WHISPER_GO_ENV) $(GO) build -trimpath -buildmode=pie -tags $(WHISPER_GO_TAGS) \
 		-ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched-backend-whisper
 
