@@ -30,12 +30,30 @@ func forbidden(format string, args ...any) error {
 	return &httpError{status: http.StatusForbidden, code: "forbidden", err: fmt.Errorf(format, args...)}
 }
 
-// engineStatus maps the placement engine's errors to HTTP.
-var engineStatus = []struct {
+// errorStatus says how one package's sentinel error is answered.
+type errorStatus struct {
 	err    error
 	status int
 	code   string
-}{
+}
+
+// classify returns err as an *httpError when it is (or wraps) one, or
+// matches a sentinel of table (first match wins); nil otherwise.
+func classify(err error, table []errorStatus) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	for _, m := range table {
+		if errors.Is(err, m.err) {
+			return &httpError{status: m.status, code: m.code, err: err}
+		}
+	}
+	return nil
+}
+
+// engineStatus maps the placement engine's errors to HTTP.
+var engineStatus = []errorStatus{
 	// Most specific first: a timeout wraps the no-fit reason.
 	{placement.ErrTimeout, http.StatusGatewayTimeout, "timeout"},
 	{placement.ErrInvalid, http.StatusBadRequest, "invalid_request"},
@@ -53,16 +71,8 @@ var engineStatus = []struct {
 // writeError answers {"error":{"code","message"}} with a fitting status.
 func writeError(w http.ResponseWriter, err error) {
 	status, code := http.StatusInternalServerError, "internal"
-	var he *httpError
-	if errors.As(err, &he) {
+	if he := classify(err, engineStatus); he != nil {
 		status, code = he.status, he.code
-	} else {
-		for _, m := range engineStatus {
-			if errors.Is(err, m.err) {
-				status, code = m.status, m.code
-				break
-			}
-		}
 	}
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")

@@ -15,11 +15,8 @@ import (
 	"github.com/wsched/wsched/placement"
 )
 
-var jobStatus = []struct {
-	err    error
-	status int
-	code   string
-}{
+// jobStatus maps the job manager's errors to HTTP.
+var jobStatus = []errorStatus{
 	{jobs.ErrNotFound, http.StatusNotFound, "not_found"},
 	{jobs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 	{jobs.ErrFinished, http.StatusConflict, "job_finished"},
@@ -29,10 +26,8 @@ var jobStatus = []struct {
 
 // jobError maps the job manager's errors to API errors.
 func jobError(err error) error {
-	for _, m := range jobStatus {
-		if errors.Is(err, m.err) {
-			return &httpError{status: m.status, code: m.code, err: err}
-		}
+	if he := classify(err, jobStatus); he != nil {
+		return he
 	}
 	return err
 }

@@ -1,13 +1,11 @@
 package plugins_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
+
+	"github.com/wsched/wsched/internal/testshared"
 )
 
 // TestServeExec is the SDK's one test that execs a real plugin binary: it
@@ -106,20 +106,5 @@ func TestServeExec(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for go-plugin's logging goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer = testshared.SyncBuffer

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,8 @@ import (
 	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
+
+	"github.com/wsched/wsched/internal/testshared"
 )
 
 const GiB = units.GiB
@@ -222,19 +222,4 @@ func (r *rig) logLines(parts ...string) []string {
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testshared.SyncBuffer

@@ -28,7 +28,7 @@ func TestHCLogAdapter(t *testing.T) {
 		{root.With("lease", "l-1"), hclog.Debug, "with", nil, `level=DEBUG msg=with backend=x lease=l-1`},
 	}
 	for _, tt := range tests {
-		buf.buf.Reset()
+		buf.Reset()
 		tt.log.Log(tt.level, tt.msg, tt.args...)
 		got := buf.String()
 		if tt.want == "" {
@@ -47,7 +47,7 @@ func TestHCLogAdapter(t *testing.T) {
 	if named.Name() != "wsched-backend-x" || named.Named("y").Name() != "wsched-backend-x.y" {
 		t.Errorf("names: %q, %q", named.Name(), named.Named("y").Name())
 	}
-	buf.buf.Reset()
+	buf.Reset()
 	root.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}).Print("std")
 	if !strings.Contains(buf.String(), "level=WARN msg=std") {
 		t.Errorf("standard logger wrote %q", buf.String())
