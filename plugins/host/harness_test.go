@@ -21,6 +21,7 @@ import (
 	"github.com/wsched/wsched/plugins/plugintest"
 
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/testtmp"
 )
 
 const GiB = units.GiB
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(orphanEnv); path != "" {
 		os.Exit(orphanChild(path))
 	}
-	os.Exit(runTests(m))
+	os.Exit(testtmp.Run(func() int { return runTests(m) }))
 }
 
 func runTests(m *testing.M) int {
