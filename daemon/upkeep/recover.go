@@ -36,7 +36,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		u.watchLease(l)
 	}
 	u.log.Info("leases recovered", "restored", len(keep), "released", len(stored)-len(keep))
-	if err := u.tick(ctx); err != nil {
+	if err := u.observe(ctx); err != nil {
 		return fmt.Errorf("recover: first GPU reading: %w", err)
 	}
 	return nil

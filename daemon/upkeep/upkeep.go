@@ -60,8 +60,8 @@ type Options struct {
 	Reader  Reader
 	// Every is how often the GPUs are re-read ([inventory] refresh_interval).
 	Every time.Duration
-	// AfterTick, when set, runs after every reading (the daemon updates its
-	// systemd status line).
+	// AfterTick, when set, runs after every periodic reading (the daemon
+	// updates its systemd status line); not after Recover's.
 	AfterTick func()
 	Log       *slog.Logger
 	// ProcRoot is where /proc is mounted (default "/proc").
@@ -113,15 +113,19 @@ func (u *Upkeep) refreshLoop(ctx context.Context) {
 	}
 }
 
-// tick reads the GPUs and hands the engine the reading and the processes
+// tick observes the GPUs, then runs AfterTick.
+func (u *Upkeep) tick(ctx context.Context) error {
+	err := u.observe(ctx)
+	if u.opts.AfterTick != nil {
+		u.opts.AfterTick()
+	}
+	return err
+}
+
+// observe reads the GPUs and hands the engine the reading and the processes
 // attributed to leases through their parents, in one Observe. It fails only
 // when the engine stopped; a failed reading is logged and skipped.
-func (u *Upkeep) tick(ctx context.Context) error {
-	defer func() {
-		if u.opts.AfterTick != nil {
-			u.opts.AfterTick()
-		}
-	}()
+func (u *Upkeep) observe(ctx context.Context) error {
 	snap, err := u.opts.Reader.Refresh(ctx)
 	if err != nil {
 		u.log.Warn("GPU reading failed", "err", err)
