@@ -50,11 +50,13 @@ type Options struct {
 }
 
 // Engine owns leases, the queue and accounting. One goroutine (Run) holds
-// all mutable state; the methods send it closures and wait for the result.
+// all mutable state; the methods send it closures and wait for the result,
+// except View, which reads the state the loop last published.
 type Engine struct {
-	ops     chan func(*state)
+	ops     chan op
 	stopped chan struct{}
 	st      *state
+	board   *board // the published view; read by View from any goroutine
 
 	// later holds work other goroutines (the journal) hand back to the
 	// owner loop; kick wakes the loop for it.
@@ -74,9 +76,17 @@ func New(opts Options) *Engine {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	e := &Engine{ops: make(chan func(*state)), stopped: make(chan struct{}), st: newState(opts), kick: make(chan struct{}, 1)}
-	e.st.later = e.defer1
+	e := &Engine{ops: make(chan op), stopped: make(chan struct{}), st: newState(opts), kick: make(chan struct{}, 1)}
+	e.st.later, e.board = e.defer1, e.st.board
+	e.st.settle() // an empty view until the first reading
 	return e
+}
+
+// op is a step for the owner loop; done is closed once the view it changed
+// is published.
+type op struct {
+	f    func(*state)
+	done chan struct{}
 }
 
 // defer1 queues f to run on the owner loop; safe from any goroutine and
@@ -126,16 +136,41 @@ func (e *Engine) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.shutdown()
+			s.settle()
 			return nil
-		case f := <-e.ops:
-			f(s)
+		case o := <-e.ops:
+			e.runOps(s, o)
 		case <-e.kick:
 			e.runLater(s)
 		case <-timer.C:
 			s.tick()
+			s.markChanged() // the queue's order ages with time
 		}
 		if s.opts.afterOp != nil {
 			s.opts.afterOp(s)
+		}
+		s.settle()
+	}
+}
+
+// maxBatch bounds how many queued operations one step of the owner loop
+// runs before it publishes the view and answers them.
+const maxBatch = 64
+
+// runOps runs o and the operations already queued behind it (up to
+// maxBatch), so that one publish serves them all.
+func (e *Engine) runOps(s *state, o op) {
+	for n := 1; ; n++ {
+		o.f(s)
+		done := o.done
+		s.answer(func() { close(done) })
+		if n == maxBatch {
+			return
+		}
+		select {
+		case o = <-e.ops:
+		default:
+			return
 		}
 	}
 }
@@ -144,7 +179,7 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) do(ctx context.Context, f func(*state)) error {
 	done := make(chan struct{})
 	select {
-	case e.ops <- func(s *state) { f(s); close(done) }:
+	case e.ops <- op{f: f, done: done}:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.stopped:
@@ -227,12 +262,6 @@ func (e *Engine) HolderExited(ctx context.Context, pid int) ([]Lease, error) {
 	return out, err
 }
 
-// Observe hands the engine a fresh reading: leases are reconciled against it
-// and waiting requests re-evaluated.
-func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot) error {
-	return e.do(ctx, func(s *state) { s.observe(snap) })
-}
-
 // Restore adds leases recovered from the store at start-up. Call it before
 // serving requests; leases whose holders died must be filtered out first.
 func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
@@ -277,9 +306,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 // systemd watchdog.
 func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state) {}) }
 
-// View returns the accounting per GPU, the leases and queue, and counters.
-func (e *Engine) View(ctx context.Context) (View, error) {
-	var v View
-	err := e.do(ctx, func(s *state) { v = s.view() })
-	return v, err
-}
+// View returns the accounting per GPU, the leases and queue, and counters,
+// as the owner loop last published them (after its latest change). It does
+// not wait for the loop and changes nothing. The View is shared: callers
+// must not modify it.
+func (e *Engine) View() View { return *e.board.view.Load() }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -91,6 +92,7 @@ type Lease struct {
 	PeakBytes     int64             `json:"peak_bytes,omitempty"`
 	Overrun       bool              `json:"overrun,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	EstimateKey   *estimator.Key    `json:"estimate_key,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Estimate      any               `json:"estimate,omitempty"`
 	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`
@@ -110,7 +112,7 @@ func FromLease(l placement.Lease) Lease {
 		MemoryBytes: l.Bytes, Device: l.Device.String(), Priority: l.Priority.String(), Holder: l.Holder,
 		PIDs: l.PIDs, TTLSeconds: l.TTL.Seconds(), Created: l.Created, Granted: optTime(l.Granted),
 		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes, PeakBytes: l.PeakBytes,
-		Overrun: l.Overrun, Labels: l.Labels, GPUTotalBytes: l.GPUTotalBytes,
+		Overrun: l.Overrun, Labels: l.Labels, EstimateKey: l.EstimateKey, GPUTotalBytes: l.GPUTotalBytes,
 	}
 	if l.GPU == placement.CPU {
 		out.GPUUUID = ""
