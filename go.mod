@@ -36,4 +36,5 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	k8s.io/kubelet v0.37.2 // indirect
 )

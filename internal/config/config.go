@@ -11,12 +11,13 @@ import (
 
 // Config is the whole configuration. Each field is one TOML section.
 type Config struct {
-	Daemon    Daemon    `toml:"daemon"`
-	Inventory Inventory `toml:"inventory"`
-	Placement Placement `toml:"placement"`
-	Leases    Leases    `toml:"leases"`
-	Estimator Estimator `toml:"estimator"`
-	Backends  Backends  `toml:"backends"`
+	Daemon     Daemon     `toml:"daemon"`
+	Inventory  Inventory  `toml:"inventory"`
+	Placement  Placement  `toml:"placement"`
+	Leases     Leases     `toml:"leases"`
+	Estimator  Estimator  `toml:"estimator"`
+	Backends   Backends   `toml:"backends"`
+	Kubernetes Kubernetes `toml:"kubernetes"`
 
 	// Source is the file the config was read from ("" for built-in defaults).
 	Source string `toml:"-"`

@@ -69,5 +69,6 @@ func Defaults() *Config {
 			MaxRestarts:    3,
 			ModelsURL:      DefaultModelsURL,
 		},
+		Kubernetes: defaultKubernetes(),
 	}
 }

@@ -37,7 +37,7 @@ func (e *Error) nth() int {
 }
 
 func (c *Config) validate() error {
-	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate, c.Backends.validate} {
+	for _, check := range []func() error{c.Daemon.validate, c.Inventory.validate, c.Placement.validate, c.Leases.validate, c.Backends.validate, c.Kubernetes.validate} {
 		if err := check(); err != nil {
 			return err
 		}
