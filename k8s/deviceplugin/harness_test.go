@@ -1,0 +1,182 @@
+package deviceplugin
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsched/wsched/daemon"
+	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testtmp"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
+	"google.golang.org/grpc"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+func TestMain(m *testing.M) { os.Exit(testtmp.Main(m)) }
+
+const (
+	GiB      = units.GiB
+	deadline = 10 * time.Second
+)
+
+// logger sends logs to the test log.
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p[:len(p)-1]))
+	return len(p), nil
+}
+
+// startDaemon runs a real wsched daemon in-process over the simulated
+// 8×RTX 4090 server of testdata/sim-8x4090.toml.
+func startDaemon(t *testing.T) (*client.Client, *inventory.Sim) {
+	t.Helper()
+	data, err := os.ReadFile("../../testdata/sim-8x4090.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data, "sim-8x4090.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testtmp.ShortDir(t)
+	cfg.Daemon.StateDir = filepath.Join(dir, "state")
+	cfg.Daemon.Socket = filepath.Join(dir, "d.sock")
+	cfg.Inventory.RefreshInterval = units.Duration(50 * time.Millisecond)
+	cfg.Inventory.MaxAge = units.Duration(20 * time.Millisecond)
+	sim := inventory.NewSim(cfg.Inventory.Sim)
+	prov, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Options{Config: cfg, Log: logger(t).With("c", "daemon"), Provider: prov, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	c := client.New(cfg.Daemon.Socket)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+		c.Close()
+	})
+	waitFor(t, "daemon up", func() bool { return c.Health(context.Background()) == nil })
+	return c, sim
+}
+
+// waitFor polls cond until it holds, failing the test after deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(deadline)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// fakeKubelet is the kubelet's Registration service on kubelet.sock.
+type fakeKubelet struct {
+	pluginapi.UnimplementedRegistrationServer
+	srv  *grpc.Server
+	regs chan *pluginapi.RegisterRequest
+}
+
+func startKubelet(t *testing.T, dir string) *fakeKubelet {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKubelet{srv: grpc.NewServer(), regs: make(chan *pluginapi.RegisterRequest, 8)}
+	pluginapi.RegisterRegistrationServer(k.srv, k)
+	go func() { _ = k.srv.Serve(ln) }()
+	t.Cleanup(k.srv.Stop)
+	return k
+}
+
+func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.regs <- r
+	return &pluginapi.Empty{}, nil
+}
+
+// registered waits for the next registration.
+func (k *fakeKubelet) registered(t *testing.T) *pluginapi.RegisterRequest {
+	t.Helper()
+	select {
+	case r := <-k.regs:
+		return r
+	case <-time.After(deadline):
+		t.Fatal("the plugin did not register")
+		return nil
+	}
+}
+
+// fakePodResources is the kubelet's PodResources service: the pods it
+// lists are set by the test; lists counts List calls.
+type fakePodResources struct {
+	podresourcesapi.UnimplementedPodResourcesListerServer
+	mu    sync.Mutex
+	pods  []*podresourcesapi.PodResources
+	lists int
+}
+
+func startPodResources(t *testing.T, path string) *fakePodResources {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakePodResources{}
+	srv := grpc.NewServer()
+	podresourcesapi.RegisterPodResourcesListerServer(srv, f)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return f
+}
+
+func (f *fakePodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	return &podresourcesapi.ListPodResourcesResponse{PodResources: f.pods}, nil
+}
+
+// setPod lists one pod whose container holds ids (none: no pods).
+func (f *fakePodResources) setPod(ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = nil
+	if len(ids) > 0 {
+		f.pods = []*podresourcesapi.PodResources{{Name: "sensevoice-0", Namespace: "default", Containers: []*podresourcesapi.ContainerResources{{
+			Name: "sensevoice", Devices: []*podresourcesapi.ContainerDevices{{ResourceName: ResourceName, DeviceIds: ids}},
+		}}}}
+	}
+}
+
+func (f *fakePodResources) listCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
+}
