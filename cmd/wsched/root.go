@@ -40,6 +40,7 @@ would pick.`,
 	root.AddCommand(newTranscribeCmd(a), newJobsCmd(a), newJobCmd(a), newCancelCmd(a))
 	root.AddCommand(newBackendsCmd(a))
 	root.AddCommand(newModelsCmd(a))
+	root.AddCommand(newK8sCmd(a))
 	return root
 }
 
