@@ -141,13 +141,13 @@ func TestDevicePlugin(t *testing.T) {
 	if want != 86 {
 		t.Fatalf("expected units = %d, want 86 for testdata/sim-8x4090.toml", want)
 	}
-	devs := n.advertised(t, func(got int) bool { return got == want })
+	n.advertised(t, func(got int) bool { return got == want })
 
 	// Foreign memory lowers it: 10 GB more on GPU 1 (21.80 → 12.49 GiB).
 	if err := setProcess(1, 990001, "foreign", 10e9); err != nil {
 		t.Fatal(err)
 	}
-	devs = n.advertised(t, func(got int) bool { return got == want-9 })
+	devs := n.advertised(t, func(got int) bool { return got == want-9 })
 
 	// Allocate 4 units: a lease of 4 GiB on one GPU, with its env.
 	// (The kubelet records the pod's devices right after Allocate; Grace
