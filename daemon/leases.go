@@ -10,8 +10,8 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/procwatch"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 )
 
 // seconds converts an API seconds field, rejecting negative and absurd values.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 )
 

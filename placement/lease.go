@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/internal/device"
 )
 
 // Sentinel errors. Rejections wrap one of these with the reason in words.

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 )
 

@@ -5,8 +5,8 @@
 package config
 
 import (
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 )
 
 // Config is the whole configuration. Each field is one TOML section.

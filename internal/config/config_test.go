@@ -10,8 +10,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 )
 
 func env(m map[string]string) func(string) (string, bool) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/internal/device"
 )
 
 // Sentinel errors, wrapped by *Error.

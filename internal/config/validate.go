@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 )
 
 // bad returns a validation error for key (dotted; a "#n" suffix on a path

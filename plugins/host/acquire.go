@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/plugins"
 )
 

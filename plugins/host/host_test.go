@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"

@@ -20,9 +20,9 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
