@@ -135,7 +135,7 @@ func (d *Daemon) snapshotAudio(peer Peer, path string) (string, error) {
 	if !peer.IsRoot() && !permitsStat(st, peer.UID, append(peerGIDs(d.procRoot, peer), peer.GID), 4) {
 		return "", fmt.Errorf("%s: uid %d may not read it", path, peer.UID)
 	}
-	return d.saveUpload(namedReader{f, filepath.Base(real)}, int64(d.cfg.Backends.MaxUpload))
+	return d.saveUpload(namedReader{f, filepath.Base(real)}, int64(d.cfg.Jobs.MaxUpload))
 }
 
 // openNoFollow opens path read-only with no symlink anywhere on the way

@@ -98,14 +98,14 @@ func New(opts Options) (*Daemon, error) {
 		Signal: func(pid int) { d.terminate(pid) },
 	})
 	d.metrics = newMetrics(d)
-	if cfg.Leases.Overrun == config.OverrunKill && !canKillOthers() {
+	if cfg.Leases.Overrun == placement.OverrunKill && !canKillOthers() {
 		log.Warn(`[leases] overrun = "kill" cannot signal other users' processes: the daemon has neither uid 0 nor CAP_KILL; `+
 			`overruns will only be reported (grant it with AmbientCapabilities=CAP_KILL in a drop-in)`, "uid", os.Getuid())
 	}
 	d.host = d.newHost()
 	d.jobs = jobs.New(jobs.Config{
-		MaxRetries: cfg.Backends.MaxRetries, JobTimeout: cfg.Backends.JobTimeout.D(),
-		ResultTTL: cfg.Backends.ResultTTL.D(), MaxActive: cfg.Backends.MaxActiveJobs,
+		MaxRetries: cfg.Jobs.MaxRetries, JobTimeout: cfg.Jobs.Timeout.D(),
+		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive,
 	}, executor{d}, db, log)
 	return d, nil
 }

@@ -122,7 +122,7 @@ func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {
 // while the daemon runs are served at once). Unknown or unusable models are
 // the client's problem: not retried.
 func (d *Daemon) lookupModel(ctx context.Context, name string) (models.Model, error) {
-	reg, err := models.Load(ctx, d.cfg.Backends)
+	reg, err := models.Load(ctx, d.cfg.Models)
 	if err != nil {
 		return models.Model{}, fmt.Errorf("model registry: %w", err)
 	}
@@ -145,7 +145,7 @@ func (d *Daemon) sizeJob(m models.Model, job jobs.Job) (int64, estimator.Key, er
 	}
 	req, err := m.EstimateRequest()
 	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[backends.model]] entry)", err), jobs.ErrBadInput)
+		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
 	}
 	if req.Backend == estimator.WhisperCpp {
 		fa := loadRequest(m).FlashAttention

@@ -39,10 +39,10 @@ func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *tes
 	cfg.Daemon.Socket = filepath.Join(dir, "wsched.sock")
 	cfg.Daemon.SocketMode = 0o666
 	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
-	cfg.Inventory.Provider = config.ProviderSim
+	cfg.Inventory.Provider = inventory.ProviderSim
 	cfg.Inventory.RefreshInterval = units.Duration(100 * time.Millisecond)
 	for i := 0; i < n; i++ {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: "Sim GPU", Memory: units.Bytes(size)})
+		cfg.Inventory.Sim = append(cfg.Inventory.Sim, inventory.SimGPU{Name: "Sim GPU", Memory: units.Bytes(size)})
 	}
 	if mod != nil {
 		mod(cfg)

@@ -57,7 +57,7 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
 	}
 	if spec.Model == "" || spec.Model == "whisper-1" {
-		spec.Model = d.cfg.Backends.DefaultModel
+		spec.Model = d.cfg.Models.Default
 	}
 	if spec.Language == "auto" {
 		spec.Language = ""

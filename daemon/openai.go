@@ -161,7 +161,7 @@ type modelName struct {
 // modelNames lists the served models (a fresh registry scan) for
 // GET /v1/models; created is the model file's modification time.
 func (d *Daemon) modelNames() []modelName {
-	reg, err := models.Load(context.Background(), d.cfg.Backends)
+	reg, err := models.Load(context.Background(), d.cfg.Models)
 	if err != nil {
 		d.log.Warn("model registry", "err", err)
 		return nil

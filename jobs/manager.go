@@ -50,7 +50,7 @@ type Store interface {
 
 // Config tunes a Manager.
 type Config struct {
-	// MaxRetries is [backends] max_retries: attempts after the first.
+	// MaxRetries is [jobs] max_retries: attempts after the first.
 	MaxRetries int
 	// JobTimeout bounds one attempt, queue wait included.
 	JobTimeout time.Duration

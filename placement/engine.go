@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -30,8 +29,8 @@ type Store interface {
 
 // Options configures an Engine.
 type Options struct {
-	Placement config.Placement
-	Leases    config.Leases
+	Placement Config
+	Leases    LeaseConfig
 	// Inventory provides readings; required.
 	Inventory Snapshotter
 	// Store persists leases; nil keeps them in memory only.

@@ -47,7 +47,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 			return a.transcribe(cmd.Context(), files, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.model, "model", "", "model to use (default: [backends] default_model)")
+	cmd.Flags().StringVar(&f.model, "model", "", "model to use (default: [models] default)")
 	cmd.Flags().StringVar(&f.language, "language", "", "spoken language (ISO 639-1, e.g. en); default: detect")
 	cmd.Flags().StringVar(&f.format, "format", "txt", "output format: txt, srt, vtt or json")
 	cmd.Flags().StringVar(&f.priority, "priority", "normal", "high, normal or low")

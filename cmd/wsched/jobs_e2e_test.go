@@ -31,7 +31,7 @@ dev_dirs = []
 default_model = "fake-tiny"
 models_dir = %q
 
-[[backends.model]]
+[[models.model]]
 name = "fake-tiny"
 backend = "fake"
 path = %q

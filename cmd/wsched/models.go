@@ -44,8 +44,8 @@ func newModelsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models",
 		Short: "List the models wsched serves; download whisper.cpp models",
-		Long: `The models wsched serves are the [[backends.model]] entries of the config and
-the whisper.cpp files ggml-NAME.bin in [backends] models_dir (or
+		Long: `The models wsched serves are the [[models.model]] entries of the config and
+the whisper.cpp files ggml-NAME.bin in [models] dir (or
 $WSCHED_MODELS_DIR), served as model NAME. A configured entry wins over a file
 of the same name.`,
 	}
@@ -77,7 +77,7 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	reg, err := models.Load(ctx, cfg.Backends)
+	reg, err := models.Load(ctx, cfg.Models)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func estimateModel(est *estimator.Estimator, m models.Model, gpus []estimator.GP
 func writeModels(w io.Writer, v modelsView) error {
 	fmt.Fprintf(w, "%d model(s); models_dir %s\n", len(v.Models), v.ModelsDir)
 	if len(v.Models) == 0 {
-		fmt.Fprintln(w, "no models: add [[backends.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
+		fmt.Fprintln(w, "no models: add [[models.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
 	} else if err := modelsTable(v).render(w, "  "); err != nil {
 		return err
 	}
@@ -195,8 +195,8 @@ func newModelsPullCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull NAME",
 		Short: "Download a whisper.cpp model into models_dir, with resume and SHA-1 check",
-		Long: `Download the whisper.cpp model NAME as ggml-NAME.bin from [backends] models_url
-(default the whisper.cpp repository on Hugging Face) into [backends] models_dir.
+		Long: `Download the whisper.cpp model NAME as ggml-NAME.bin from [models] url
+(default the whisper.cpp repository on Hugging Face) into [models] dir.
 An interrupted download leaves ggml-NAME.bin.partial, which the next pull
 resumes with an HTTP Range request. The finished file is checked against the
 SHA-1 that whisper.cpp publishes; on a mismatch it is deleted and the command
@@ -212,8 +212,8 @@ Names: ` + models.DefaultCatalog().Names(),
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", "", "base URL to download ggml-NAME.bin from (default [backends] models_url)")
-	fl.StringVar(&f.dir, "dir", "", "directory to save into (default [backends] models_dir)")
+	fl.StringVar(&f.url, "url", "", "base URL to download ggml-NAME.bin from (default [models] url)")
+	fl.StringVar(&f.dir, "dir", "", "directory to save into (default [models] dir)")
 	fl.StringVar(&f.sha1, "sha1", "", "expected SHA-1 (hex), instead of the published one")
 	fl.BoolVar(&f.force, "force", false, "download even if the file exists")
 	fl.IntVar(&f.retries, "retries", 3, "further attempts after a dropped transfer, each resuming")
@@ -225,7 +225,7 @@ func (a *app) modelsPull(ctx context.Context, name string, f pullFlags) error {
 	if err != nil {
 		return err
 	}
-	opts := models.PullOptions{Dir: cfg.Backends.ModelsDir, BaseURL: cfg.Backends.ModelsURL, SHA1: f.sha1,
+	opts := models.PullOptions{Dir: cfg.Models.Dir, BaseURL: cfg.Models.URL, SHA1: f.sha1,
 		Force: f.force, Retries: f.retries, Log: a.logger(cfg)}
 	if f.url != "" {
 		opts.BaseURL = f.url

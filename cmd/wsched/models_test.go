@@ -209,7 +209,7 @@ func TestModelsList(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ggml-tiny.bin.partial"), src[:1000], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	text := modelsSim + fmt.Sprintf("[backends]\nmodels_dir = %q\n[[backends.model]]\nname = \"large\"\nbackend = \"whisper.cpp\"\npath = \"/nowhere/ggml-large-v3.bin\"\n", dir)
+	text := modelsSim + fmt.Sprintf("[backends]\nmodels_dir = %q\n[[models.model]]\nname = \"large\"\nbackend = \"whisper.cpp\"\npath = \"/nowhere/ggml-large-v3.bin\"\n", dir)
 	cfg := filepath.Join(t.TempDir(), "wsched.toml")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func newRig(t *testing.T, gpuSizes []int64, opts ...rigOption) *rig {
 	cfg := config.Defaults()
 	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
 	for i, size := range gpuSizes {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size)})
+		cfg.Inventory.Sim = append(cfg.Inventory.Sim, inventory.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size)})
 	}
 	r := &rig{t: t, dir: t.TempDir(), logs: &syncBuffer{}, events: make(chan Event, 256), stopped: make(chan struct{})}
 	r.sim = inventory.NewSim(cfg.Inventory.Sim)

@@ -189,7 +189,7 @@ func startPlugin(b *testing.B, bin string) plugins.Backend {
 // plugin directory holds bin.
 func startHost(b *testing.B, bin string) *host.Host {
 	cfg := config.Defaults()
-	cfg.Inventory.Sim = []config.SimGPU{{Name: "sim0", Memory: units.Bytes(24 * units.GiB)}}
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "sim0", Memory: units.Bytes(24 * units.GiB)}}
 	p, err := inventory.NewNVML(inventory.NewSim(cfg.Inventory.Sim).Interface(), inventory.WithName("sim"))
 	if err != nil {
 		b.Fatal(err)
