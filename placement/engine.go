@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsched/wsched/internal/owner"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -51,9 +52,8 @@ type Options struct {
 // Engine owns leases, the queue and accounting. One goroutine (Run) holds
 // all mutable state; the methods send it closures and wait for the result.
 type Engine struct {
-	ops     chan func(*state)
-	stopped chan struct{}
-	st      *state
+	loop *owner.Loop[*state]
+	st   *state
 
 	// later holds work other goroutines (the journal) hand back to the
 	// owner loop; kick wakes the loop for it.
@@ -73,7 +73,7 @@ func New(opts Options) *Engine {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	e := &Engine{ops: make(chan func(*state)), stopped: make(chan struct{}), st: newState(opts), kick: make(chan struct{}, 1)}
+	e := &Engine{loop: owner.New[*state](ErrStopped), st: newState(opts), kick: make(chan struct{}, 1)}
 	e.st.later = e.defer1
 	return e
 }
@@ -109,7 +109,7 @@ func randomID() string {
 // Run is the owner loop. It returns when ctx ends; waiting requests are then
 // rejected with ErrStopped. Leases stay in the store for the next start.
 func (e *Engine) Run(ctx context.Context) error {
-	defer close(e.stopped)
+	defer e.loop.Stop()
 	s := e.st
 	s.ctx = ctx
 	if s.journal != nil {
@@ -126,7 +126,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
-		case f := <-e.ops:
+		case f := <-e.loop.Ops():
 			f(s)
 		case <-e.kick:
 			e.runLater(s)
@@ -140,22 +140,7 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // do runs f on the owner loop and waits for it.
-func (e *Engine) do(ctx context.Context, f func(*state)) error {
-	done := make(chan struct{})
-	select {
-	case e.ops <- func(s *state) { f(s); close(done) }:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.stopped:
-		return ErrStopped
-	}
-	select {
-	case <-done:
-		return nil
-	case <-e.stopped:
-		return ErrStopped
-	}
-}
+func (e *Engine) do(ctx context.Context, f func(*state)) error { return e.loop.Do(ctx, f) }
 
 // Acquire asks for a lease. It returns at once when the request is granted
 // or cannot wait; otherwise it waits in the queue up to req.Wait (capped by
@@ -173,7 +158,7 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 	case <-ctx.Done():
 		_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
 		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, ctx.Err())
-	case <-e.stopped:
+	case <-e.loop.Stopped():
 		return Lease{}, ErrStopped
 	}
 }
