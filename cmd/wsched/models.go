@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/models"
 )
 
@@ -140,9 +141,9 @@ func modelsTable(v modelsView) *table {
 	}
 	t.header = append(t.header, "PATH")
 	for _, m := range v.Models {
-		row := []string{m.Name, m.Backend, dash(m.SizeBytes > 0, estimator.FormatBytes(m.SizeBytes)), "-"}
+		row := []string{m.Name, m.Backend, dash(m.SizeBytes > 0, units.FormatBytes(m.SizeBytes)), "-"}
 		if m.Estimate != nil {
-			row[3] = estimator.FormatBytes(m.Estimate.RecommendedBytes)
+			row[3] = units.FormatBytes(m.Estimate.RecommendedBytes)
 		}
 		for i := range v.GPUs {
 			row = append(row, fitCell(m.Estimate, i))
@@ -247,7 +248,7 @@ func (a *app) modelsPull(ctx context.Context, name string, f pullFlags) error {
 
 func writePullResult(w io.Writer, r models.PullResult) error {
 	if r.Existed {
-		_, err := fmt.Fprintf(w, "%s is already there (%s): %s; --force downloads it again\n", r.Model, estimator.FormatBytes(r.Bytes), r.Path)
+		_, err := fmt.Fprintf(w, "%s is already there (%s): %s; --force downloads it again\n", r.Model, units.FormatBytes(r.Bytes), r.Path)
 		return err
 	}
 	check := "SHA-1 " + r.SHA1 + " verified"
@@ -256,9 +257,9 @@ func writePullResult(w io.Writer, r models.PullResult) error {
 	}
 	var resumed string
 	if r.ResumedBytes > 0 {
-		resumed = fmt.Sprintf(", resumed after %s", estimator.FormatBytes(r.ResumedBytes))
+		resumed = fmt.Sprintf(", resumed after %s", units.FormatBytes(r.ResumedBytes))
 	}
-	_, err := fmt.Fprintf(w, "saved %s: %s (%s%s, %s)\n", r.Model, r.Path, estimator.FormatBytes(r.Bytes), resumed, check)
+	_, err := fmt.Fprintf(w, "saved %s: %s (%s%s, %s)\n", r.Model, r.Path, units.FormatBytes(r.Bytes), resumed, check)
 	return err
 }
 
@@ -294,11 +295,11 @@ func (p *pullProgress) update(pr models.Progress) {
 		p.attempt, p.start, p.startBytes = pr.Attempt, t, pr.Bytes
 		p.nextLine = 0
 		if pr.ResumedBytes > 0 && !pr.Verifying {
-			p.line(fmt.Sprintf("%s: resuming at %s", pr.Model, estimator.FormatBytes(pr.ResumedBytes)))
+			p.line(fmt.Sprintf("%s: resuming at %s", pr.Model, units.FormatBytes(pr.ResumedBytes)))
 		}
 	}
 	if pr.Verifying {
-		p.line(fmt.Sprintf("%s: %s downloaded; verifying SHA-1", pr.Model, estimator.FormatBytes(pr.Bytes)))
+		p.line(fmt.Sprintf("%s: %s downloaded; verifying SHA-1", pr.Model, units.FormatBytes(pr.Bytes)))
 		return
 	}
 	if p.tty {
@@ -355,12 +356,12 @@ func (p *pullProgress) status(pr models.Progress, t time.Time, bar bool) string 
 			n := int(frac * barWidth)
 			fmt.Fprintf(&b, " [%s%s]", strings.Repeat("=", n), strings.Repeat(" ", barWidth-n))
 		}
-		fmt.Fprintf(&b, " %3.0f%% %s of %s", 100*frac, estimator.FormatBytes(pr.Bytes), estimator.FormatBytes(pr.TotalBytes))
+		fmt.Fprintf(&b, " %3.0f%% %s of %s", 100*frac, units.FormatBytes(pr.Bytes), units.FormatBytes(pr.TotalBytes))
 	} else {
-		fmt.Fprintf(&b, " %s", estimator.FormatBytes(pr.Bytes))
+		fmt.Fprintf(&b, " %s", units.FormatBytes(pr.Bytes))
 	}
 	if rate > 0 {
-		fmt.Fprintf(&b, ", %s/s", estimator.FormatBytes(int64(rate)))
+		fmt.Fprintf(&b, ", %s/s", units.FormatBytes(int64(rate)))
 		if pr.TotalBytes > 0 && pr.Bytes < pr.TotalBytes {
 			eta := time.Duration(float64(pr.TotalBytes-pr.Bytes) / rate * float64(time.Second))
 			fmt.Fprintf(&b, ", ETA %s", eta.Round(time.Second))

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/models"
 )
 
@@ -247,7 +247,7 @@ func TestModelsList(t *testing.T) {
 		"2 model(s); models_dir " + dir,
 		"\nunfinished download: tiny (`wsched models pull tiny` resumes it)\n",
 		"NAME   BACKEND          SIZE    ESTIMATE  GPU 0  GPU 1",
-		"base   whisper.cpp  575451 B  " + estimator.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
+		"base   whisper.cpp  575451 B  " + units.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
