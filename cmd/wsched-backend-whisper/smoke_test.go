@@ -20,6 +20,7 @@ import (
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -103,7 +104,7 @@ func smokeDaemon(t *testing.T, bin string) {
 
 func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
 	t.Helper()
-	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Version: "smoke"})
+	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testshared.LogWriter(t), nil)), Version: "smoke"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +114,7 @@ func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
 	t.Cleanup(func() { cancel(); <-done })
 	c := client.New(cfg.Daemon.Socket)
 	t.Cleanup(c.Close)
-	for i := 0; c.Health(context.Background()) != nil; i++ {
-		if i > 1000 {
-			t.Fatal("daemon did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testshared.WaitHealthy(t, c)
 	return c
 }
 
