@@ -36,7 +36,7 @@ var fakeOnce struct {
 func fakeBackendDir(t *testing.T) string {
 	t.Helper()
 	fakeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "wsched-fake-plugins-")
+		dir, err := os.MkdirTemp(fakeRoot, "wsched-fake-plugins-")
 		if err != nil {
 			fakeOnce.err = err
 			return

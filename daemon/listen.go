@@ -8,13 +8,10 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
 )
-
-const sigterm = syscall.SIGTERM
 
 // listen returns the socket to serve: an injected listener, the one systemd
 // passed (socket activation), or a new one at [daemon] socket.
@@ -102,4 +99,18 @@ func chgrp(path, group string) error {
 		return fmt.Errorf("give socket to group %s: %w", group, err)
 	}
 	return nil
+}
+
+// listenTCP opens [daemon] http_listen, when configured.
+func (d *Daemon) listenTCP() (net.Listener, error) {
+	if d.cfg.Daemon.HTTPListen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", d.cfg.Daemon.HTTPListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", d.cfg.Daemon.HTTPListen, err)
+	}
+	d.tcpAddr = ln.Addr().String()
+	d.log.Info("serving over TCP (bearer token required)", "addr", d.tcpAddr)
+	return ln, nil
 }

@@ -3,8 +3,9 @@
 // cancelled — with priorities, retries on backend crashes and CUDA OOM,
 // timeouts and progress, durably: jobs and results live in the daemon's
 // store, queued jobs resume after a restart and running ones are retried.
-// Placement and execution are behind the Executor interface (the daemon
-// wires it to the estimator, the placement engine and the backend host).
+// Placement and execution are behind the Executor interface (jobs/runner
+// implements it over the estimator, the placement engine and the backend
+// host).
 package jobs
 
 import (

@@ -130,8 +130,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
-		case f := <-m.loop.Ops():
-			f(s)
+		case o := <-m.loop.Ops():
+			o.Run(s)
+			o.Finish()
 		case <-timer.C:
 			s.expire()
 		}

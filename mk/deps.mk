@@ -1,27 +1,31 @@
-# mk/deps.mk — system dependencies of the whisper.cpp backend, and the cgo flags to build against them.
+# mk/deps.mk — whisper.cpp for the whisper backend, in a project-owned prefix, and the cgo flags to build
+# against it.
 #
-#   make deps    installs libwhisper-dev/libggml-dev (Debian 13+/sid directly, Debian 12 from sid through a
-#                pinned partial upgrade), an empty stub libggml-cpu.so, gcc/g++/pkg-config/systemd when
-#                missing. Idempotent: a second run prints one line. See packaging/deps/install-deps.sh.
+#   make deps          everything `make test` needs (each area adds its part); whisper-deps for this one
+#   make whisper-deps  packaging/deps/install-deps.sh: whisper.cpp + ggml into $(WHISPER_PREFIX) by the
+#                      host's own packages (sid/forky/Ubuntu), Debian's source packages built with the
+#                      host's cmake, or Debian's binary packages unpacked (not installed) with their
+#                      runtime; no foreign apt source, no package from another suite, libc untouched.
+#                      Idempotent. See docs/deps.md.
 #
 # Build anything that imports github.com/ggerganov/whisper.cpp/bindings/go with
 #   $(WHISPER_GO_ENV) $(GO) build -tags $(WHISPER_GO_TAGS) ...
-# The bindings hard-link -lggml-cpu, which Debian does not ship (its CPU backend is a module loaded by
-# ggml_backend_load_all()); --as-needed drops the stub from the binary's NEEDED list, so the stub is a
-# build-time requirement only.
-.PHONY: deps whisper-deps
+# WHISPER_GO_ENV sources $(WHISPER_PREFIX)/whisper.env, which the script writes: CGO_CFLAGS and
+# CGO_LDFLAGS for the route it took (include path, rpath, and for unpacked packages their loader).
+.PHONY: deps whisper-deps whisper-env
 
-WHISPER_STUB_DIR    ?= /usr/local/lib
-WHISPER_GO_TAGS     ?= whisper
-ifndef WHISPER_CGO_CFLAGS
-WHISPER_CGO_CFLAGS  := -O2 -g $(shell pkg-config --cflags whisper 2>/dev/null)
-endif
-WHISPER_CGO_LDFLAGS ?= -L$(WHISPER_STUB_DIR) -Wl,--as-needed
-WHISPER_GO_ENV       = CGO_ENABLED=1 CGO_CFLAGS="$(WHISPER_CGO_CFLAGS)" CGO_LDFLAGS="$(WHISPER_CGO_LDFLAGS)"
-export WHISPER_STUB_DIR WHISPER_GO_TAGS WHISPER_CGO_CFLAGS WHISPER_CGO_LDFLAGS
+WHISPER_PREFIX  ?= $(CURDIR)/.cache/whisper
+WHISPER_GO_TAGS ?= whisper
+WHISPER_GO_ENV   = . $(WHISPER_PREFIX)/whisper.env &&
+export WHISPER_GO_TAGS
 
 deps: whisper-deps
 
-# libwhisper and the build tools only: what `make plugins` (and so `make run`) needs.
+# whisper.cpp and the build tools only: what `make plugins` (and so `make run`) needs.
 whisper-deps:
-	WSCHED_STUB_DIR="$(WHISPER_STUB_DIR)" bash packaging/deps/install-deps.sh
+	WSCHED_WHISPER_PREFIX="$(WHISPER_PREFIX)" bash packaging/deps/install-deps.sh
+
+# Prints the cgo environment, for building or testing the backend by hand:
+#   eval "$(make -s whisper-env)" && go test -tags whisper ./plugins/whisper/
+whisper-env:
+	@cat $(WHISPER_PREFIX)/whisper.env

@@ -5,7 +5,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS ?= \
 	./internal/units:FuzzParseBytes \
 	./internal/device:FuzzParse \
-	./daemon:FuzzDecodeRequests \
+	./daemon/httpapi:FuzzDecodeRequests \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \
 	./plugins/plugintest:FuzzParseMemory

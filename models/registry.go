@@ -130,10 +130,18 @@ func (r *Registry) Lookup(name string) (Model, error) {
 	return Model{}, fmt.Errorf("model %q (known: %s): %w", name, r.Names(), ErrUnknownModel)
 }
 
-type dirFile struct{ name, path string }
+type dirFile struct {
+	name, path string
+	test       bool // whisper.cpp's weightless for-tests-ggml-NAME.bin
+}
 
-// scanDir lists the ggml-NAME.bin files (or links to files) in dir, and
-// the names of unfinished downloads.
+// TestFilePrefix starts the names of whisper.cpp's weightless test models
+// (for-tests-ggml-NAME.bin: real headers and vocabularies, no weights). A
+// models_dir of them lists each as NAME, unless ggml-NAME.bin is there too.
+const TestFilePrefix = "for-tests-"
+
+// scanDir lists the ggml-NAME.bin and for-tests-ggml-NAME.bin files (or
+// links to files) in dir, and the names of unfinished downloads.
 func scanDir(dir string) (files []dirFile, partials []string, err error) {
 	if dir == "" {
 		return nil, nil, nil
@@ -145,20 +153,29 @@ func scanDir(dir string) (files []dirFile, partials []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("scan models_dir: %w", err)
 	}
+	real := map[string]bool{}
 	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), "ggml-")
+		base, test := strings.CutPrefix(e.Name(), TestFilePrefix)
+		name, ok := strings.CutPrefix(base, "ggml-")
 		if !ok || e.IsDir() {
 			continue
 		}
-		if n, ok := strings.CutSuffix(name, ".bin"+PartialSuffix); ok && n != "" {
+		if n, ok := strings.CutSuffix(name, ".bin"+PartialSuffix); ok && n != "" && !test {
 			partials = append(partials, n)
 			continue
 		}
 		if name, ok = strings.CutSuffix(name, ".bin"); ok && name != "" {
-			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name())})
+			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name()), test: test})
+			real[name] = real[name] || !test
 		}
 	}
-	return files, partials, nil
+	kept := files[:0]
+	for _, f := range files {
+		if !f.test || !real[f.name] {
+			kept = append(kept, f)
+		}
+	}
+	return kept, partials, nil
 }
 
 // inspect fills the size, and for whisper.cpp the header, or the problem.

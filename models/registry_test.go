@@ -194,3 +194,30 @@ func modelNamed(r *Registry, name string) Model {
 	}
 	return Model{}
 }
+
+// A models_dir of whisper.cpp's for-tests files (the shared test models) lists
+// each as its plain name; a real ggml-NAME.bin next to one wins.
+func TestScanDirAcceptsForTestsPrefix(t *testing.T) {
+	dir := t.TempDir()
+	copyTestModel(t, "for-tests-ggml-tiny.bin", dir, "for-tests-ggml-tiny.bin")
+	copyTestModel(t, "for-tests-ggml-base.en.bin", dir, "for-tests-ggml-base.en.bin")
+	real := copyTestModel(t, "for-tests-ggml-tiny.bin", dir, "ggml-tiny.bin")
+	write(t, filepath.Join(dir, "for-tests-ggml-small.bin"+PartialSuffix), "x")
+	r, err := Load(context.Background(), config.Models{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Names(); got != "base.en, tiny" {
+		t.Fatalf("names = %q, want %q", got, "base.en, tiny")
+	}
+	m, err := r.Lookup("tiny")
+	if err != nil || m.Path != real {
+		t.Fatalf("tiny = %+v, %v; want the real file %s", m, err, real)
+	}
+	if m, err := r.Lookup("base.en"); err != nil || m.Header == nil {
+		t.Fatalf("base.en = %+v, %v; want its header read", m, err)
+	}
+	if p := r.Partials(); len(p) != 0 {
+		t.Fatalf("partials = %v, want none (a for-tests partial is no download of ours)", p)
+	}
+}

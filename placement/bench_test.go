@@ -97,7 +97,7 @@ func BenchmarkDispatchLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ch := r.acquireAsync(req(24*GiB, wait(time.Minute)))
 		for {
-			v, _ := r.eng.View(ctx)
+			v := r.eng.View()
 			if len(v.Queue) == 1 {
 				break
 			}

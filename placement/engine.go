@@ -50,10 +50,12 @@ type Options struct {
 }
 
 // Engine owns leases, the queue and accounting. One goroutine (Run) holds
-// all mutable state; the methods send it closures and wait for the result.
+// all mutable state; the methods send it closures and wait for the result,
+// except View, which reads the state the loop last published.
 type Engine struct {
-	loop *owner.Loop[*state]
-	st   *state
+	loop  *owner.Loop[*state]
+	st    *state
+	board *board // the published view; read by View from any goroutine
 
 	// later holds work other goroutines (the journal) hand back to the
 	// owner loop; kick wakes the loop for it.
@@ -74,7 +76,8 @@ func New(opts Options) *Engine {
 		opts.NewID = randomID
 	}
 	e := &Engine{loop: owner.New[*state](ErrStopped), st: newState(opts), kick: make(chan struct{}, 1)}
-	e.st.later = e.defer1
+	e.st.later, e.board = e.defer1, e.st.board
+	e.st.settle() // an empty view until the first reading
 	return e
 }
 
@@ -125,21 +128,46 @@ func (e *Engine) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.shutdown()
+			s.settle()
 			return nil
-		case f := <-e.loop.Ops():
-			f(s)
+		case o := <-e.loop.Ops():
+			e.runOps(s, o)
 		case <-e.kick:
 			e.runLater(s)
 		case <-timer.C:
 			s.tick()
+			s.markChanged() // the queue's order ages with time
 		}
 		if s.opts.afterOp != nil {
 			s.opts.afterOp(s)
 		}
+		s.settle()
 	}
 }
 
-// do runs f on the owner loop and waits for it.
+// maxBatch bounds how many queued operations one step of the owner loop
+// runs before it publishes the view and answers them.
+const maxBatch = 64
+
+// runOps runs o and the operations already queued behind it (up to
+// maxBatch), so that one publish serves them all.
+func (e *Engine) runOps(s *state, o owner.Op[*state]) {
+	for n := 1; ; n++ {
+		o.Run(s)
+		s.answer(o.Finish)
+		if n == maxBatch {
+			return
+		}
+		select {
+		case o = <-e.loop.Ops():
+		default:
+			return
+		}
+	}
+}
+
+// do runs f on the owner loop and waits until the view it changed is
+// published.
 func (e *Engine) do(ctx context.Context, f func(*state)) error { return e.loop.Do(ctx, f) }
 
 // Acquire asks for a lease. It returns at once when the request is granted
@@ -211,12 +239,6 @@ func (e *Engine) HolderExited(ctx context.Context, pid int) ([]Lease, error) {
 	return out, err
 }
 
-// Observe hands the engine a fresh reading: leases are reconciled against it
-// and waiting requests re-evaluated.
-func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot) error {
-	return e.do(ctx, func(s *state) { s.observe(snap) })
-}
-
 // Restore adds leases recovered from the store at start-up. Call it before
 // serving requests; leases whose holders died must be filtered out first.
 func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
@@ -261,9 +283,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 // systemd watchdog.
 func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state) {}) }
 
-// View returns the accounting per GPU, the leases and queue, and counters.
-func (e *Engine) View(ctx context.Context) (View, error) {
-	var v View
-	err := e.do(ctx, func(s *state) { v = s.view() })
-	return v, err
-}
+// View returns the accounting per GPU, the leases and queue, and counters,
+// as the owner loop last published them (after its latest change). It does
+// not wait for the loop and changes nothing. The View is shared: callers
+// must not modify it.
+func (e *Engine) View() View { return *e.board.view.Load() }

@@ -39,6 +39,7 @@ type subscriber struct {
 // waited for: the owner loop must not block on a reader.
 func (s *state) emit(t EventType, l *Lease, reason string) {
 	s.seq++
+	s.markChanged()
 	ev := Event{Seq: s.seq, Time: s.now(), Type: t, Lease: l.clone(), Reason: reason}
 	s.stats.count(t)
 	for id, sub := range s.subs {

@@ -65,6 +65,7 @@ func newRig(t *testing.T, gpus []inventory.SimGPU, opts ...rigOption) *rig {
 	r.cancel, r.done = cancel, make(chan struct{})
 	go func() { _ = r.eng.Run(ctx); close(r.done) }()
 	t.Cleanup(r.stop)
+	r.observe()
 	return r
 }
 
@@ -132,11 +133,20 @@ func (r *rig) release(id string) {
 
 func (r *rig) view() View {
 	r.t.Helper()
-	v, err := r.eng.View(context.Background())
+	return r.eng.View()
+}
+
+// observe hands the engine a fresh reading, as the daemon's upkeep does at
+// start-up and every refresh interval.
+func (r *rig) observe(attrs ...Attribution) {
+	r.t.Helper()
+	snap, err := r.reader.Refresh(context.Background())
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return v
+	if err := r.eng.Observe(context.Background(), snap, attrs...); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // acquireAsync starts a waiting Acquire; the result arrives on the channel.

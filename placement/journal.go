@@ -67,9 +67,19 @@ func newJournal(store Store) *journal {
 
 // add queues a change; done (may be nil) runs on the journal goroutine with
 // the commit's result.
-func (j *journal) add(c Change, done func(error)) {
+func (j *journal) add(c Change, done func(error)) { j.addAll([]Change{c}, done) }
+
+// addAll queues changes to be committed together (one Apply); done (may be
+// nil) runs with the commit's result.
+func (j *journal) addAll(cs []Change, done func(error)) {
 	j.mu.Lock()
-	j.queue = append(j.queue, journalEntry{change: c, done: done})
+	for i, c := range cs {
+		e := journalEntry{change: c}
+		if i == len(cs)-1 {
+			e.done = done
+		}
+		j.queue = append(j.queue, e)
+	}
 	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:

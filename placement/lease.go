@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 )
 
@@ -81,8 +82,11 @@ type Lease struct {
 	// PeakBytes is the most NVML has measured for it during its life.
 	PeakBytes int64 `json:"peak_bytes,omitempty"`
 	Overrun   bool  `json:"overrun,omitempty"`
-	// Labels carry caller data through the lease (e.g. the estimate key).
+	// Labels carry caller data through the lease.
 	Labels map[string]string `json:"labels,omitempty"`
+	// EstimateKey, when set, is what the lease was sized for: its measured
+	// peak is learned under this key when it ends.
+	EstimateKey *estimator.Key `json:"estimate_key,omitempty"`
 }
 
 // Active reports whether the lease holds memory.
@@ -95,6 +99,10 @@ func (l *Lease) pids() []int { return append([]int{l.Holder.PID}, l.PIDs...) }
 func (l *Lease) clone() Lease {
 	c := *l
 	c.PIDs = append([]int(nil), l.PIDs...)
+	if l.EstimateKey != nil {
+		k := *l.EstimateKey
+		c.EstimateKey = &k
+	}
 	return c
 }
 
@@ -110,6 +118,9 @@ type Request struct {
 	Wait   time.Duration
 	Holder Holder
 	Labels map[string]string
+	// EstimateKey is what Bytes was estimated for (nil: given, not
+	// estimated); the lease carries it.
+	EstimateKey *estimator.Key
 }
 
 // String names the priority: high, normal or low.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/inventory"
 )
 
 func (s *state) release(id, reason string) (Lease, error) {
@@ -179,92 +178,6 @@ func (s *state) holderExited(pid int) []Lease {
 	}
 	s.dispatch()
 	return out
-}
-
-func (s *state) observe(snap inventory.Snapshot) {
-	s.snap, s.haveSnap, s.stale = snap, true, false
-	s.invalidate()
-	s.reconcile()
-	s.dispatch()
-}
-
-// reconcile compares each lease with what NVML measures for its processes
-// and flags overruns beyond [leases] overrun_tolerance. A process that
-// belongs to several leases on one GPU (a holder with two leases) is shared
-// among them in proportion to their sizes, so it is counted once, as the
-// accounting formula counts it.
-func (s *state) reconcile() {
-	tol := 1 + float64(s.opts.Leases.OverrunTolerance)
-	for _, uses := range s.measuredUse() {
-		for l, used := range uses {
-			s.checkOverrun(l, used, tol)
-		}
-	}
-}
-
-// measuredUse returns, per GPU, each lease's share of the memory NVML
-// reports for its processes.
-func (s *state) measuredUse() map[string]map[*Lease]int64 {
-	used := map[string]map[int]int64{}
-	for _, g := range s.snap.GPUs {
-		m := map[int]int64{}
-		for _, p := range g.Processes {
-			m[p.PID] += p.UsedBytes
-		}
-		used[g.UUID] = m
-	}
-	holders := map[string]map[int]int64{} // GPU → pid → Σ bytes of the leases it belongs to
-	for _, l := range s.leases {
-		if l.GPU == CPU {
-			continue
-		}
-		if holders[l.GPU] == nil {
-			holders[l.GPU] = map[int]int64{}
-		}
-		for _, pid := range uniquePIDs(l) {
-			holders[l.GPU][pid] += l.Bytes
-		}
-	}
-	out := map[string]map[*Lease]int64{}
-	for _, l := range s.leases {
-		if l.GPU == CPU {
-			continue
-		}
-		if out[l.GPU] == nil {
-			out[l.GPU] = map[*Lease]int64{}
-		}
-		var share float64
-		for _, pid := range uniquePIDs(l) {
-			if total := holders[l.GPU][pid]; total > 0 {
-				share += float64(used[l.GPU][pid]) * float64(l.Bytes) / float64(total)
-			}
-		}
-		out[l.GPU][l] = int64(share)
-	}
-	return out
-}
-
-func uniquePIDs(l *Lease) []int {
-	pids := l.pids()
-	slices.Sort(pids)
-	return slices.Compact(pids)
-}
-
-func (s *state) checkOverrun(l *Lease, used int64, tol float64) {
-	l.UsedBytes = used
-	l.PeakBytes = max(l.PeakBytes, used)
-	over := float64(used) > float64(l.Bytes)*tol
-	if over && !l.Overrun {
-		reason := fmt.Sprintf("uses %s of a %s lease (tolerance %.0f%%)", units.FormatBytes(used),
-			units.FormatBytes(l.Bytes), 100*float64(s.opts.Leases.OverrunTolerance))
-		s.log.Warn("lease overrun", "lease", l.ID, "holder", l.Holder.PID, "reason", reason)
-		l.Overrun = true
-		s.emit(EventOverrun, l, reason)
-		if s.opts.Leases.Overrun == OverrunKill && s.opts.Signal != nil {
-			s.opts.Signal(l.Holder.PID)
-		}
-	}
-	l.Overrun = over
 }
 
 func (s *state) restore(leases []Lease) {

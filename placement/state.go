@@ -40,6 +40,11 @@ type state struct {
 
 	journal *journal           // nil without a Store
 	later   func(func(*state)) // hands work back to the owner loop
+
+	board   *board   // where views are published (publish.go)
+	dirty   bool     // something visible changed in this step
+	gen     uint64   // generation of the last published view
+	answers []func() // replies held until this step's view is published
 }
 
 type result struct {
@@ -51,6 +56,7 @@ func newState(opts Options) *state {
 	s := &state{
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
+		board: &board{}, dirty: true,
 	}
 	if opts.Store != nil {
 		s.journal = newJournal(opts.Store)
@@ -115,7 +121,7 @@ func (s *state) accounts() []Account {
 }
 
 // invalidate drops the cached accounts after a change to leases or reading.
-func (s *state) invalidate() { s.acctValid = false }
+func (s *state) invalidate() { s.acctValid = false; s.markChanged() }
 
 // submit validates a request and either answers it at once (grant or
 // rejection) or queues it. It returns the request's ID.
@@ -124,6 +130,7 @@ func (s *state) submit(req Request, reply chan<- result) string {
 	l := &Lease{
 		ID: s.opts.NewID(), State: StateQueued, GPUIndex: -1, Bytes: req.Bytes, Device: req.Device,
 		Priority: req.Priority, Holder: req.Holder, TTL: req.TTL, Created: now, Labels: req.Labels,
+		EstimateKey: req.EstimateKey,
 	}
 	if l.TTL == 0 {
 		l.TTL = s.opts.Leases.DefaultTTL.D()
@@ -231,12 +238,13 @@ func (s *state) grant(w *waiter, acc Account) {
 	s.emit(EventGranted, l, "")
 	granted := l.clone()
 	if s.journal == nil {
-		w.reply <- result{lease: granted}
+		s.answer(func() { w.reply <- result{lease: granted} })
 		return
 	}
+	deliver := s.answerAfterCommit()
 	s.journal.add(Change{Put: &granted}, func(err error) {
 		if err == nil {
-			w.reply <- result{lease: granted}
+			deliver(func() { w.reply <- result{lease: granted} })
 			return
 		}
 		s.later(func(s *state) { s.unpersisted(w, err) })
@@ -251,7 +259,8 @@ func (s *state) unpersisted(w *waiter, err error) {
 		s.end(l, StateReleased, err.Error())
 		s.dispatch()
 	}
-	w.reply <- result{lease: l.clone(), err: err}
+	res := result{lease: l.clone(), err: err}
+	s.answer(func() { w.reply <- res })
 }
 
 // reject ends a request with err.
@@ -261,7 +270,8 @@ func (s *state) reject(w *waiter, err error) {
 	l.State, l.Reason, l.Ended = StateRejected, err.Error(), s.now()
 	s.remember(l)
 	s.emit(EventRejected, l, l.Reason)
-	w.reply <- result{lease: l.clone(), err: err}
+	res := result{lease: l.clone(), err: err}
+	s.answer(func() { w.reply <- res })
 }
 
 // end finishes a granted lease as released or expired.

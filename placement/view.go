@@ -28,12 +28,15 @@ type GPUView struct {
 	Leases  []Lease       `json:"leases"`
 }
 
+// view builds the View that settle publishes. It reads the state only: the
+// reading shown is the one the loop last adopted (Observe, or a decision
+// that needed a fresh one).
 func (s *state) view() View {
-	_ = s.fresh() // show a young reading; on failure, the previous one
 	now := s.now()
-	v := View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, GPUs: []GPUView{}, CPU: []Lease{}, Queue: []Lease{},
-		Queued: map[string]int{"high": 0, "normal": 0, "low": 0}, Stats: s.stats}
-	for i, a := range s.accounts() {
+	accounts := s.accounts()
+	v := View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, GPUs: make([]GPUView, 0, len(accounts)),
+		CPU: []Lease{}, Queue: []Lease{}, Queued: map[string]int{"high": 0, "normal": 0, "low": 0}, Stats: s.stats}
+	for i, a := range accounts {
 		v.GPUs = append(v.GPUs, GPUView{Account: a, Reading: s.snap.GPUs[i], Leases: []Lease{}})
 	}
 	for _, l := range s.sortedLeases() {

@@ -29,6 +29,7 @@ func TestServeExec(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"CUDA_VISIBLE_DEVICES="+leaseGPU,
 		"CUDA_DEVICE_ORDER=PCI_BUS_ID",
+		plugin.EnvUnixSocketDir+"="+t.TempDir(), // as plugins/host does: no socket left in $TMPDIR
 		plugintest.EnvVar(plugintest.Memory, "model=1000,kv_self=200,kv_cross=30,compute.encode=4"),
 	)
 	var logs syncBuffer

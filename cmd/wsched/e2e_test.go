@@ -18,6 +18,7 @@ import (
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testtmp.Main(m))
 }
 
 const GiB = units.GiB
@@ -40,12 +41,13 @@ type e2e struct {
 	dir    string
 	config string
 	socket string
+	tmp    string
 }
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
-	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(dir, "wsched.sock")}
+	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(dir, "wsched.sock"), tmp: testtmp.ShortDir(t)}
 	cfg := fmt.Sprintf(`[daemon]
 socket = %q
 state_dir = %q
@@ -68,7 +70,9 @@ memory = "24GiB"
 // wsched returns a command running this test binary as wsched.
 func (e *e2e) wsched(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "WSCHED_TEST_AS_MAIN=1", "WSCHED_CONFIG="+e.config)
+	// TMPDIR of the test: tests kill daemons with SIGKILL, which leaves
+	// their backends' socket directories behind.
+	cmd.Env = append(os.Environ(), "WSCHED_TEST_AS_MAIN=1", "WSCHED_CONFIG="+e.config, "TMPDIR="+e.tmp)
 	return cmd
 }
 

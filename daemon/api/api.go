@@ -86,6 +86,7 @@ type Lease struct {
 	PeakBytes     int64             `json:"peak_bytes,omitempty"`
 	Overrun       bool              `json:"overrun,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	EstimateKey   *EstimateKey      `json:"estimate_key,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Estimate      any               `json:"estimate,omitempty"`
 	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`

@@ -17,8 +17,9 @@ func run(ctx context.Context, l *Loop[*counter], c *counter) {
 		select {
 		case <-ctx.Done():
 			return
-		case f := <-l.Ops():
-			f(c)
+		case o := <-l.Ops():
+			o.Run(c)
+			o.Finish()
 		}
 	}
 }
@@ -64,13 +65,36 @@ func TestStopWhileRunning(t *testing.T) {
 	l := New[*counter](errStopped)
 	release := make(chan struct{})
 	go func() {
-		f := <-l.Ops()
+		<-l.Ops() // taken, never run nor finished
 		l.Stop()
 		close(release)
-		_ = f // never run
 	}()
 	if err := l.Do(context.Background(), func(*counter) {}); !errors.Is(err, errStopped) {
 		t.Errorf("stopped mid-call: %v", err)
 	}
 	<-release
+}
+
+// TestFinishLater: the caller waits for Finish, not for Run.
+func TestFinishLater(t *testing.T) {
+	l := New[*counter](errStopped)
+	c := &counter{}
+	ran := make(chan Op[*counter])
+	go func() {
+		o := <-l.Ops()
+		o.Run(c)
+		ran <- o
+	}()
+	returned := make(chan error)
+	go func() { returned <- l.Do(context.Background(), func(c *counter) { c.n++ }) }()
+	o := <-ran
+	select {
+	case err := <-returned:
+		t.Fatalf("Do returned before Finish: %v", err)
+	default:
+	}
+	o.Finish()
+	if err := <-returned; err != nil || c.n != 1 {
+		t.Errorf("Do = %v, n = %d", err, c.n)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
@@ -41,8 +42,11 @@ type Spec struct {
 	// Wait is how long to queue for memory when nothing idle is left to
 	// evict (0: fail at once with placement.ErrNoFit).
 	Wait time.Duration
-	// Labels are added to the lease (e.g. the estimator's key).
+	// Labels are added to the lease.
 	Labels map[string]string
+	// EstimateKey is what MemoryBytes was estimated for, carried by the
+	// lease so its measured peak is learned (nil: not estimated).
+	EstimateKey *estimator.Key
 }
 
 func (s Spec) validate() error {
@@ -120,7 +124,7 @@ func (h *Host) request(spec Spec, bin Binary, wait time.Duration) placement.Requ
 	holder.Name = BinaryPrefix + bin.Name
 	return placement.Request{
 		Bytes: spec.MemoryBytes, Device: spec.Device, Priority: spec.Priority, TTL: h.ttl, Wait: wait,
-		Holder: holder, Labels: labels,
+		Holder: holder, Labels: labels, EstimateKey: spec.EstimateKey,
 	}
 }
 

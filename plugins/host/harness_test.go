@@ -22,6 +22,7 @@ import (
 	"github.com/wsched/wsched/plugins/plugintest"
 
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/testtmp"
 )
 
 const GiB = units.GiB
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(orphanEnv); path != "" {
 		os.Exit(orphanChild(path))
 	}
-	os.Exit(runTests(m))
+	os.Exit(testtmp.Run(func() int { return runTests(m) }))
 }
 
 func runTests(m *testing.M) int {
@@ -162,10 +163,7 @@ func (r *rig) waitEvent(typ EventType, match func(Event) bool) Event {
 // leases returns the engine's granted leases.
 func (r *rig) leases() []placement.Lease {
 	r.t.Helper()
-	v, err := r.eng.View(r.t.Context())
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	v := r.eng.View()
 	out := slices.Clone(v.CPU)
 	for _, g := range v.GPUs {
 		out = append(out, g.Leases...)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsched/wsched/internal/testtmp"
 )
 
 // orphanEnv makes the test binary a stand-in daemon that starts the backend
@@ -33,7 +35,9 @@ func orphanChild(path string) int {
 // that no lease accounts for any more.
 func TestBackendDiesWithDaemon(t *testing.T) {
 	daemon := exec.Command(os.Args[0], "-test.run=^$")
-	daemon.Env = append(os.Environ(), orphanEnv+"="+fakeBinary)
+	// Its TMPDIR is the test's: the backend's socket directory outlives a
+	// SIGKILLed daemon (in production, systemd's PrivateTmp goes with it).
+	daemon.Env = append(os.Environ(), orphanEnv+"="+fakeBinary, "TMPDIR="+testtmp.ShortDir(t))
 	out, err := daemon.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

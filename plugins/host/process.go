@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"time"
 
@@ -17,14 +18,37 @@ type process struct {
 	client  *plugin.Client
 	backend plugins.Backend
 	pid     int
+	sockDir string // the backend's socket directory, removed with the process
 }
 
 // startProcess runs the backend at path with exactly env as its
 // environment, completes go-plugin's handshake (AutoMTLS) and dispenses the
 // Backend. Its logs go to log. ctx ends the start-up, not the process.
+//
+// The backend makes its go-plugin socket in a directory of its own, which kill
+// removes: no socket is left behind in $TMPDIR, not even by a backend that
+// was killed with SIGKILL.
 func startProcess(ctx context.Context, path string, env []string, log *slog.Logger, timeout time.Duration) (*process, error) {
+	sockDir, err := os.MkdirTemp("", "wsched-be-")
+	if err != nil {
+		return nil, fmt.Errorf("start %s: socket directory: %w", path, err)
+	}
+	// go-plugin names the socket "plugin" + 10 digits; sun_path holds 107 bytes.
+	if n := len(sockDir) + len("/plugin0123456789"); n > 107 {
+		_ = os.Remove(sockDir)
+		return nil, fmt.Errorf("start %s: socket path in %s would be %d bytes, over the 107 a Unix socket allows: set a shorter TMPDIR", path, sockDir, n)
+	}
+	p, err := startIn(ctx, path, env, sockDir, log, timeout)
+	if err != nil {
+		_ = os.RemoveAll(sockDir)
+		return nil, err
+	}
+	return p, nil
+}
+
+func startIn(ctx context.Context, path string, env []string, sockDir string, log *slog.Logger, timeout time.Duration) (*process, error) {
 	cmd := exec.Command(path)
-	cmd.Env = env
+	cmd.Env = append(env[:len(env):len(env)], plugin.EnvUnixSocketDir+"="+sockDir)
 	dieWithParent(cmd)
 	cfg := plugins.ClientConfig(cmd)
 	cfg.Logger = newHCLog(log)
@@ -59,12 +83,15 @@ func startProcess(ctx context.Context, path string, env []string, log *slog.Logg
 		client.Kill()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	return &process{client: client, backend: b, pid: cmd.Process.Pid}, nil
+	return &process{client: client, backend: b, pid: cmd.Process.Pid, sockDir: sockDir}, nil
 }
 
 // exited reports whether the process has ended.
 func (p *process) exited() bool { return p.client.Exited() }
 
-// kill ends the process (gracefully when it still answers) and waits for
-// it and its log copiers.
-func (p *process) kill() { p.client.Kill() }
+// kill ends the process (gracefully when it still answers), waits for it
+// and its log copiers, and removes its socket directory.
+func (p *process) kill() {
+	p.client.Kill()
+	_ = os.RemoveAll(p.sockDir)
+}

@@ -17,10 +17,20 @@
 
 // Debian's ggml registers no backend until ggml_backend_load_all() runs (it is
 // built with GGML_BACKEND_DL); loading a model before that aborts the process.
-// The registry is process-wide, so is the once.
+// The registry is process-wide, so is the once. Where ggml was unpacked into a
+// private prefix (make deps' bundle route), its backend modules are not in the
+// directory compiled into libggml: WSCHED_GGML_BACKEND_DIR names them.
 static pthread_once_t backends_once = PTHREAD_ONCE_INIT;
 
-void wsched_load_backends(void) { pthread_once(&backends_once, ggml_backend_load_all); }
+static void load_backends_once(void) {
+#ifdef WSCHED_GGML_BACKEND_DIR
+	ggml_backend_load_all_from_path(WSCHED_GGML_BACKEND_DIR);
+#else
+	ggml_backend_load_all();
+#endif
+}
+
+void wsched_load_backends(void) { pthread_once(&backends_once, load_backends_once); }
 
 static void log_cb(enum ggml_log_level level, const char *text, void *user_data) {
 	wschedLogText((int)level, (char *)text, (uintptr_t)user_data);

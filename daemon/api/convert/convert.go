@@ -30,6 +30,10 @@ func FromLease(l placement.Lease) api.Lease {
 	if l.GPU == placement.CPU {
 		out.GPUUUID = ""
 	}
+	if k := l.EstimateKey; k != nil {
+		out.EstimateKey = &api.EstimateKey{Backend: string(k.Backend), Model: k.Model, Precision: k.Precision,
+			Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel}
+	}
 	if l.State == placement.StateGranted {
 		out.Env = placement.Env(l)
 	}

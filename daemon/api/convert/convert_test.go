@@ -96,6 +96,7 @@ func TestWireTypesMatch(t *testing.T) {
 	roundTrip[placement.Account, api.Account](t, "account", nil)
 	roundTrip[placement.Stats, api.Stats](t, "stats", nil)
 	roundTrip[placement.Holder, api.Holder](t, "holder", nil)
+	roundTrip[estimator.Key, api.EstimateKey](t, "estimate key", nil)
 }
 
 func TestGPU(t *testing.T) {
@@ -122,6 +123,12 @@ func TestFromLeaseEnv(t *testing.T) {
 	l.State = placement.StateQueued
 	if got := FromLease(l); got.Env != nil {
 		t.Errorf("queued lease has env %v", got.Env)
+	}
+	key := estimator.Key{Backend: estimator.WhisperCpp, Model: "base", Precision: "f16", Beam: 5, Batch: 1, GPUModel: "x"}
+	l.EstimateKey = &key
+	want, _ := json.Marshal(key)
+	if got, _ := json.Marshal(FromLease(l).EstimateKey); string(got) != string(want) {
+		t.Errorf("estimate key %s, want %s", got, want)
 	}
 	if ev := FromEvent(placement.Event{Lease: placement.Lease{State: placement.StateGranted}}); ev.Lease.Env != nil {
 		t.Errorf("event carries env %v", ev.Lease.Env)

@@ -10,6 +10,15 @@ package main
 #include <ggml-backend.h>
 #include "alloc.h"
 
+// As plugins/whisper's callbacks.c: make deps' bundle route names the backend modules' directory.
+static void probe_load_backends(void) {
+#ifdef WSCHED_GGML_BACKEND_DIR
+	ggml_backend_load_all_from_path(WSCHED_GGML_BACKEND_DIR);
+#else
+	ggml_backend_load_all();
+#endif
+}
+
 void probe_install_log(uintptr_t handle);
 void probe_restore_log(void);
 */
@@ -83,7 +92,7 @@ func installLog(s *logSink) (restore func()) {
 	}
 }
 
-func loadBackends() { C.ggml_backend_load_all() }
+func loadBackends() { C.probe_load_backends() }
 
 func whisperVersion() string { return C.GoString(C.whisper_version()) }
 

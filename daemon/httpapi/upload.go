@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"crypto/rand"
@@ -23,8 +23,8 @@ const (
 // readUpload streams a multipart form: the "file" part goes to
 // [daemon] state_dir/uploads (at most [jobs] max_upload), the other
 // fields are returned (repeated fields joined by commas).
-func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
-	limit := int64(d.cfg.Jobs.MaxUpload)
+func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
+	limit := int64(s.cfg.Jobs.MaxUpload)
 	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -34,7 +34,7 @@ func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 	var path string
 	var parts, fieldBytes int
 	fail := func(err error) (map[string]string, string, error) {
-		d.removeFile(path)
+		s.removeFile(path)
 		return nil, "", err
 	}
 	for {
@@ -53,7 +53,7 @@ func (d *Daemon) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 			if path != "" {
 				return fail(badRequest("invalid_request", "more than one file part"))
 			}
-			if path, err = d.saveUpload(part, limit); err != nil {
+			if path, err = s.saveUpload(part, limit); err != nil {
 				return fail(err)
 			}
 			continue
@@ -87,8 +87,8 @@ func uploadError(err error, limit int64) error {
 
 // saveUpload writes a file part into the uploads directory, keeping its
 // extension (decoders look at it), mode 0600.
-func (d *Daemon) saveUpload(part io.Reader, limit int64) (string, error) {
-	dir := filepath.Join(d.cfg.Daemon.StateDir, "uploads")
+func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
+	dir := filepath.Join(s.cfg.Daemon.StateDir, "uploads")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("create uploads dir: %w", err)
 	}
@@ -124,10 +124,10 @@ func (d *Daemon) saveUpload(part io.Reader, limit int64) (string, error) {
 	return path, nil
 }
 
-func (d *Daemon) removeFile(path string) {
+func (s *Server) removeFile(path string) {
 	if path != "" {
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-			d.log.Warn("cannot remove upload", "path", path, "err", err)
+			s.log.Warn("cannot remove upload", "path", path, "err", err)
 		}
 	}
 }

@@ -1,13 +1,19 @@
-package daemon
+// Package runner executes transcription jobs for the job manager: it finds
+// the model, sizes its lease with the estimator (raised after an
+// out-of-memory retry), runs the transcription on a backend instance from the
+// plugin host, and classifies failures for the manager's retry policy.
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/transcript"
 	"github.com/wsched/wsched/models"
@@ -16,23 +22,50 @@ import (
 	"github.com/wsched/wsched/plugins/host"
 )
 
-// whisperBestOf is whisper.cpp's default best_of with temperature fallback,
-// which the whisper backend keeps: a fallback re-allocates the KV self cache
-// for best_of + 2 decoders, so leases reserve for it.
-const whisperBestOf = 5
+// Backends hands out backend instances under leases (*host.Host).
+type Backends interface {
+	Acquire(ctx context.Context, spec host.Spec) (*host.Instance, func(), error)
+}
 
-// whisperFlashAttention is how whisper.cpp models are loaded, and sized:
-// flash attention shrinks the encoder's compute buffer (tiny: 64.8 → 17.7 MB
-// on the CPU) and is whisper.cpp's own default.
-const whisperFlashAttention = true
+// Learner records lease sizes that proved right (*store.DB).
+type Learner interface {
+	RecordPeak(k estimator.Key, bytes int64) error
+}
 
-// executor runs one attempt of a job: the model from the registry, its
-// memory from the estimator (raised after an OOM), a backend instance from
-// the host under a lease of that size (waiting in the placement queue), and
-// the transcription.
-type executor struct{ d *Daemon }
+var _ Backends = (*host.Host)(nil)
 
-var _ jobs.Executor = executor{}
+// Options configures a Runner; Log may be nil.
+type Options struct {
+	// Models is where the model registry is configured.
+	Models   config.Models
+	Backends Backends
+	Sizer    *Sizer
+	Learn    Learner
+	Log      *slog.Logger
+}
+
+// Runner runs one attempt of a job: the model from the registry, its memory
+// from the estimator (raised after an OOM), a backend instance from the host
+// under a lease of that size (waiting in the placement queue), and the
+// transcription.
+type Runner struct {
+	models   config.Models
+	backends Backends
+	sizer    *Sizer
+	learn    Learner
+	log      *slog.Logger
+}
+
+var _ jobs.Executor = (*Runner)(nil)
+
+// New returns a Runner.
+func New(opts Options) *Runner {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{models: opts.Models, backends: opts.Backends, sizer: opts.Sizer, learn: opts.Learn, log: log}
+}
 
 // pluginFor names the backend executable that serves a model's backend
 // (wsched-backend-NAME): the whisper.cpp estimator profile is served by
@@ -45,12 +78,12 @@ func pluginFor(backend string) string {
 }
 
 // Execute implements jobs.Executor.
-func (x executor) Execute(ctx context.Context, job jobs.Job, r jobs.Reporter) (transcript.Transcript, error) {
-	m, err := x.d.lookupModel(ctx, job.Spec.Model)
+func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (transcript.Transcript, error) {
+	m, err := r.lookupModel(ctx, job.Spec.Model)
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
-	bytes, key, err := x.d.sizeJob(m, job)
+	bytes, key, err := r.size(m, job)
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
@@ -58,24 +91,24 @@ func (x executor) Execute(ctx context.Context, job jobs.Job, r jobs.Reporter) (t
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
-	inst, release, err := x.d.host.Acquire(ctx, host.Spec{
+	inst, release, err := r.backends.Acquire(ctx, host.Spec{
 		Backend: pluginFor(m.Backend), Load: loadRequest(m),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
-		Labels: map[string]string{labelEstimateKey: keyLabel(key), "wsched.job": job.ID},
+		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 	})
 	if err != nil {
 		return transcript.Transcript{}, jobFailure("start backend", err)
 	}
 	defer release()
 	l := inst.Lease()
-	r.Placed(jobs.Placement{Backend: inst.Backend(), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
-	r.Processing()
+	rep.Placed(jobs.Placement{Backend: inst.Backend(), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
+	rep.Processing()
 	res, err := inst.Transcribe(ctx, transcribeRequest(job), func(ev plugins.Event) error {
 		switch ev.Kind {
 		case plugins.EventProgress:
-			r.Progress(ev.Percent)
+			rep.Progress(ev.Percent)
 		case plugins.EventSegment:
-			r.Segment(transcript.Segment{ID: ev.Segment.Index, Start: ev.Segment.Start, End: ev.Segment.End, Text: ev.Segment.Text})
+			rep.Segment(transcript.Segment{ID: ev.Segment.Index, Start: ev.Segment.Start, End: ev.Segment.End, Text: ev.Segment.Text})
 		}
 		return nil
 	})
@@ -89,7 +122,7 @@ func (x executor) Execute(ctx context.Context, job jobs.Job, r jobs.Reporter) (t
 		return transcript.Transcript{}, jobFailure("transcribe", err)
 	}
 	if job.OOMFactor > 1 {
-		x.d.learnRaised(key, bytes)
+		r.learnRaised(key, bytes)
 	}
 	return toTranscript(job, res), nil
 }
@@ -121,8 +154,8 @@ func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {
 // lookupModel finds a model in a fresh scan of the registry (models pulled
 // while the daemon runs are served at once). Unknown or unusable models are
 // the client's problem: not retried.
-func (d *Daemon) lookupModel(ctx context.Context, name string) (models.Model, error) {
-	reg, err := models.Load(ctx, d.cfg.Models)
+func (r *Runner) lookupModel(ctx context.Context, name string) (models.Model, error) {
+	reg, err := models.Load(ctx, r.models)
 	if err != nil {
 		return models.Model{}, fmt.Errorf("model registry: %w", err)
 	}
@@ -131,44 +164,6 @@ func (d *Daemon) lookupModel(ctx context.Context, name string) (models.Model, er
 		return models.Model{}, jobs.Mark(err, jobs.ErrBadInput)
 	}
 	return m, nil
-}
-
-// sizeJob is the lease size for a job: the estimator's recommendation
-// (learned peaks included) for the model, reserving whisper.cpp's fallback
-// decoders, scaled by the job's OOM factor (1.5 per out-of-memory retry).
-// Nothing is learned during the retries, so the factor applies to the same
-// estimate each time: E, 1.5 E, 2.25 E, …
-func (d *Daemon) sizeJob(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
-	if m.MemoryBytes > 0 { // configured: the operator knows best
-		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name}
-		return int64(float64(m.MemoryBytes) * max(1, job.OOMFactor)), key, nil
-	}
-	req, err := m.EstimateRequest()
-	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
-	}
-	if req.Backend == estimator.WhisperCpp {
-		fa := loadRequest(m).FlashAttention
-		req.BestOf, req.FlashAttention = whisperBestOf, &fa
-	}
-	res, err := d.estimateAnyGPU(req)
-	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w", err), jobs.ErrBadInput)
-	}
-	bytes := res.RecommendedBytes
-	if job.OOMFactor > 1 {
-		bytes = int64(float64(bytes) * job.OOMFactor)
-	}
-	return bytes, res.Key, nil
-}
-
-// learnRaised records, after a job needed out-of-memory retries to
-// complete, the lease size that finally worked, so later estimates for the
-// same key start there instead of at the size that failed.
-func (d *Daemon) learnRaised(key estimator.Key, bytes int64) {
-	if err := d.db.RecordPeak(key, bytes); err != nil {
-		d.log.Warn("cannot record a raised estimate for learning", "err", err)
-	}
 }
 
 // jobFailure classifies a backend or placement error for the job manager:

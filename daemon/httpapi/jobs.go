@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -51,13 +51,13 @@ func mayAccess(p Peer, j jobs.Job) error {
 
 // jobSpec validates a request into a job spec. The audio is either an
 // upload the daemon already saved (uploaded) or a path the client may read.
-func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.Spec, error) {
+func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.Spec, error) {
 	spec := jobs.Spec{
 		Model: req.Model, Language: strings.ToLower(strings.TrimSpace(req.Language)), Translate: req.Translate,
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
 	}
 	if spec.Model == "" || spec.Model == "whisper-1" {
-		spec.Model = d.cfg.Models.Default
+		spec.Model = s.cfg.Models.Default
 	}
 	if spec.Language == "auto" {
 		spec.Language = ""
@@ -76,7 +76,7 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	if err != nil {
 		return spec, err
 	}
-	if limit := d.cfg.Backends.MaxKeepAlive.D(); ka > limit {
+	if limit := s.cfg.Backends.MaxKeepAlive.D(); ka > limit {
 		return spec, badRequest("invalid_field", "field keep_alive_seconds: %v is more than [backends] max_keep_alive (%s)", req.KeepAliveSeconds, limit)
 	}
 	spec.KeepAlive = ka
@@ -88,7 +88,7 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	case !peer.Known:
 		return spec, forbidden("audio by path needs the Unix socket; upload the file over TCP")
 	default:
-		copied, err := d.snapshotAudio(peer, req.AudioPath)
+		copied, err := s.snapshotAudio(peer, req.AudioPath)
 		if err != nil {
 			var he *httpError
 			if errors.As(err, &he) {
@@ -101,33 +101,33 @@ func (d *Daemon) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	return spec, nil
 }
 
-func (d *Daemon) postJob(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	req, uploaded, err := d.readJobRequest(w, r)
+	req, uploaded, err := s.readJobRequest(w, r)
 	if err == nil {
 		var spec jobs.Spec
-		if spec, err = d.jobSpec(peer, req, uploaded); err == nil {
+		if spec, err = s.jobSpec(peer, req, uploaded); err == nil {
 			var j jobs.Job
-			if j, err = d.jobs.Submit(r.Context(), spec); err == nil {
+			if j, err = s.jobs.Submit(r.Context(), spec); err == nil {
 				writeJSON(w, http.StatusAccepted, j)
 				return
 			}
 			err = jobError(err)
 		}
 	}
-	d.removeFile(uploaded)
+	s.removeFile(uploaded)
 	writeError(w, err)
 }
 
 // readJobRequest takes the JSON body, or a multipart form whose "file" part
 // is saved as an upload.
-func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (api.JobRequest, string, error) {
+func (s *Server) readJobRequest(w http.ResponseWriter, r *http.Request) (api.JobRequest, string, error) {
 	var req api.JobRequest
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "multipart/form-data" {
 		return req, "", decodeBody(w, r, &req, false)
 	}
-	form, path, err := d.readUpload(w, r)
+	form, path, err := s.readUpload(w, r)
 	if err != nil {
 		return req, "", err
 	}
@@ -135,16 +135,16 @@ func (d *Daemon) readJobRequest(w http.ResponseWriter, r *http.Request) (api.Job
 		Priority: form["priority"], Translate: form["translate"] == "true"}
 	if v := form["keep_alive_seconds"]; v != "" {
 		if _, err := fmt.Sscan(v, &req.KeepAliveSeconds); err != nil {
-			d.removeFile(path)
+			s.removeFile(path)
 			return req, "", badRequest("invalid_field", "field keep_alive_seconds: %q is not a number", v)
 		}
 	}
 	return req, path, nil
 }
 
-func (d *Daemon) listJobs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	all, err := d.jobs.List(r.Context())
+	all, err := s.jobs.List(r.Context())
 	if err != nil {
 		writeError(w, jobError(err))
 		return
@@ -159,16 +159,16 @@ func (d *Daemon) listJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 // accessibleJob loads a job and checks the peer may see it.
-func (d *Daemon) accessibleJob(r *http.Request) (jobs.Job, error) {
-	j, err := d.jobs.Get(r.Context(), r.PathValue("id"))
+func (s *Server) accessibleJob(r *http.Request) (jobs.Job, error) {
+	j, err := s.jobs.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return j, jobError(err)
 	}
 	return j, mayAccess(peerFrom(r.Context()), j)
 }
 
-func (d *Daemon) getJob(w http.ResponseWriter, r *http.Request) {
-	j, err := d.accessibleJob(r)
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.accessibleJob(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -176,37 +176,37 @@ func (d *Daemon) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, j)
 }
 
-func (d *Daemon) cancelJob(w http.ResponseWriter, r *http.Request) {
-	if _, err := d.accessibleJob(r); err != nil {
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.accessibleJob(r); err != nil {
 		writeError(w, err)
 		return
 	}
-	j, err := d.jobs.Cancel(r.Context(), r.PathValue("id"))
+	j, err := s.jobs.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, jobError(err))
 		return
 	}
 	if !j.State.Finished() { // a running job: wait (briefly) for its backend call to stop
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		if done, err := d.jobs.Wait(ctx, j.ID); err == nil {
+		if done, err := s.jobs.Wait(ctx, j.ID); err == nil {
 			j = done
 		}
 		cancel()
 	}
 	peer := peerFrom(r.Context())
-	d.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	writeJSON(w, http.StatusOK, j)
 }
 
 // jobEvents streams a job's events as Server-Sent Events: every state it
 // has been in, then live state changes, progress and segments, ending when
 // the job finishes.
-func (d *Daemon) jobEvents(w http.ResponseWriter, r *http.Request) {
-	if _, err := d.accessibleJob(r); err != nil {
+func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.accessibleJob(r); err != nil {
 		writeError(w, err)
 		return
 	}
-	_, ch, stop, err := d.jobs.Subscribe(r.Context(), r.PathValue("id"))
+	_, ch, stop, err := s.jobs.Subscribe(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, jobError(err))
 		return
@@ -215,7 +215,7 @@ func (d *Daemon) jobEvents(w http.ResponseWriter, r *http.Request) {
 	// The stream ends with "end" when the job finished, "lagged" when this
 	// reader fell behind (reconnect: the states are replayed).
 	closing := func() string {
-		if j, err := d.jobs.Get(context.Background(), r.PathValue("id")); err == nil && !j.State.Finished() {
+		if j, err := s.jobs.Get(context.Background(), r.PathValue("id")); err == nil && !j.State.Finished() {
 			return "lagged"
 		}
 		return "end"

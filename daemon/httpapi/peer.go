@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -24,9 +24,9 @@ func (p Peer) IsRoot() bool { return p.Known && p.UID == 0 }
 
 type peerKey struct{}
 
-// peerContext stores the connection's peer credentials in its context
+// PeerContext stores the connection's peer credentials in its context
 // (http.Server.ConnContext).
-func peerContext(ctx context.Context, c net.Conn) context.Context {
+func PeerContext(ctx context.Context, c net.Conn) context.Context {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, Peer{})
@@ -47,7 +47,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid), Groups: groups, Known: true})
 }
 
-// peerFrom returns the peer stored by peerContext.
+// peerFrom returns the peer stored by PeerContext.
 func peerFrom(ctx context.Context) Peer {
 	p, _ := ctx.Value(peerKey{}).(Peer)
 	return p

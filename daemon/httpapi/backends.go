@@ -1,52 +1,11 @@
-package daemon
+package httpapi
 
 import (
-	"context"
-	"net/http"
-	"os"
-
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
 )
-
-// newHost builds the plugin host: backends run under leases of the
-// daemon's engine, held by the daemon's own process.
-func (d *Daemon) newHost() *host.Host {
-	self := placement.Holder{PID: os.Getpid(), UID: os.Getuid(), Name: "wsched"}
-	if info, err := procwatch.Read(d.procRoot, self.PID); err == nil {
-		self.UID, self.StartTicks = info.UID, info.StartTicks
-	}
-	return host.New(host.Options{
-		Config: d.cfg.Backends, Leases: d.eng, Holder: self, LeaseTTL: d.cfg.Leases.DefaultTTL.D(), Log: d.log,
-	})
-}
-
-// startHost runs the plugin host until the returned function is called,
-// which stops its backends, releases their leases (the engine must still
-// run) and waits.
-func (d *Daemon) startHost(ctx context.Context) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := d.host.Run(ctx); err != nil {
-			d.log.Error("plugin host stopped", "err", err)
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-func (d *Daemon) getBackends(w http.ResponseWriter, r *http.Request) {
-	st, err := d.host.Status(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, backendsBody(st))
-}
 
 // backendsBody converts the host's status to GET /v1/backends.
 func backendsBody(st host.Status) api.Backends {
@@ -74,10 +33,6 @@ func backendsBody(st host.Status) api.Backends {
 	}
 	return out
 }
-
-// isSelf reports whether pid is the daemon: the holder of every backend's
-// lease, which must never be signalled for a backend's overrun.
-func isSelf(pid int) bool { return pid == os.Getpid() }
 
 // reportMap flattens a backend's memory report for the API.
 func reportMap(m plugins.MemoryReport) map[string]int64 {

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -43,10 +43,10 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 // /v1/audio/translations: multipart file, model, language, prompt,
 // response_format, temperature, timestamp_granularities[]; synchronous,
 // through the same job machinery as /v1/jobs.
-func (d *Daemon) openAITranscription(translate bool) http.HandlerFunc {
+func (s *Server) openAITranscription(translate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		peer := peerFrom(r.Context())
-		form, path, err := d.readUpload(w, r)
+		form, path, err := s.readUpload(w, r)
 		if err == nil && path == "" {
 			err = badRequest("invalid_request", "a file part named \"file\" is required")
 		}
@@ -56,19 +56,19 @@ func (d *Daemon) openAITranscription(translate bool) http.HandlerFunc {
 		}
 		var spec jobs.Spec
 		if err == nil {
-			spec, err = d.jobSpec(peer, req, path)
+			spec, err = s.jobSpec(peer, req, path)
 		}
 		var j jobs.Job
 		if err == nil {
-			j, err = d.jobs.Submit(r.Context(), spec)
+			j, err = s.jobs.Submit(r.Context(), spec)
 			err = jobErrorOrNil(err)
 		}
 		if err != nil {
-			d.removeFile(path)
+			s.removeFile(path)
 			writeOpenAIError(w, err)
 			return
 		}
-		d.answerOpenAI(w, r, j, spec.Format, translate)
+		s.answerOpenAI(w, r, j, spec.Format, translate)
 	}
 }
 
@@ -102,10 +102,10 @@ func openAIRequest(form map[string]string, translate bool) (api.JobRequest, erro
 
 // answerOpenAI waits for the job and answers in the requested format. A
 // client that hangs up cancels its job.
-func (d *Daemon) answerOpenAI(w http.ResponseWriter, r *http.Request, j jobs.Job, format string, translate bool) {
-	done, err := d.jobs.Wait(r.Context(), j.ID)
+func (s *Server) answerOpenAI(w http.ResponseWriter, r *http.Request, j jobs.Job, format string, translate bool) {
+	done, err := s.jobs.Wait(r.Context(), j.ID)
 	if r.Context().Err() != nil { // the client hung up, or the daemon is stopping
-		_, _ = d.jobs.Cancel(context.Background(), j.ID)
+		_, _ = s.jobs.Cancel(context.Background(), j.ID)
 		writeOpenAIError(w, &httpError{status: http.StatusServiceUnavailable, code: "shutting_down",
 			err: fmt.Errorf("job %s was cancelled: the request ended before it finished", j.ID)})
 		return
@@ -144,12 +144,12 @@ type openAIModel struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-func (d *Daemon) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	data := []openAIModel{}
-	for _, m := range d.modelNames() {
+	for _, m := range s.modelNames() {
 		data = append(data, openAIModel{ID: m.name, Object: "model", Created: m.created, OwnedBy: "wsched"})
 	}
-	data = append(data, openAIModel{ID: "whisper-1", Object: "model", Created: d.started.Unix(), OwnedBy: "wsched"})
+	data = append(data, openAIModel{ID: "whisper-1", Object: "model", Created: s.info.Started.Unix(), OwnedBy: "wsched"})
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
@@ -160,10 +160,10 @@ type modelName struct {
 
 // modelNames lists the served models (a fresh registry scan) for
 // GET /v1/models; created is the model file's modification time.
-func (d *Daemon) modelNames() []modelName {
-	reg, err := models.Load(context.Background(), d.cfg.Models)
+func (s *Server) modelNames() []modelName {
+	reg, err := models.Load(context.Background(), s.cfg.Models)
 	if err != nil {
-		d.log.Warn("model registry", "err", err)
+		s.log.Warn("model registry", "err", err)
 		return nil
 	}
 	var out []modelName
@@ -171,7 +171,7 @@ func (d *Daemon) modelNames() []modelName {
 		if !m.Available() {
 			continue
 		}
-		created := d.started.Unix()
+		created := s.info.Started.Unix()
 		if st, err := os.Stat(m.Path); err == nil {
 			created = st.ModTime().Unix()
 		}

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -23,8 +23,8 @@ func toAPILeases(ls []placement.Lease) []api.Lease {
 
 // gpusBody is GET /v1/gpus: each GPU's reading, the one accounting formula,
 // and its leases.
-func (d *Daemon) gpusBody(v placement.View) api.GPUs {
-	out := api.GPUs{Taken: v.Taken, Provider: v.Provider, Driver: v.Driver, Policy: string(d.cfg.Placement.Policy),
+func (s *Server) gpusBody(v placement.View) api.GPUs {
+	out := api.GPUs{Taken: v.Taken, Provider: v.Provider, Driver: v.Driver, Policy: string(s.cfg.Placement.Policy),
 		GPUs: []api.GPU{}, CPU: toAPILeases(v.CPU), Queue: toAPILeases(v.Queue)}
 	for _, g := range v.GPUs {
 		out.GPUs = append(out.GPUs, convert.GPU(g.Reading, g.Account, toAPILeases(g.Leases)))
@@ -32,25 +32,16 @@ func (d *Daemon) gpusBody(v placement.View) api.GPUs {
 	return out
 }
 
-func (d *Daemon) getGPUs(w http.ResponseWriter, r *http.Request) {
-	v, err := d.eng.View(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d.gpusBody(v))
+func (s *Server) getGPUs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.gpusBody(s.eng.View()))
 }
 
-func (d *Daemon) getStatus(w http.ResponseWriter, r *http.Request) {
-	v, err := d.eng.View(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	v := s.eng.View()
 	st := api.Status{
-		Version: d.version, PID: os.Getpid(), Started: d.started, Socket: d.socket, StateDir: d.cfg.Daemon.StateDir,
-		Provider: v.Provider, Policy: string(d.cfg.Placement.Policy), GPUs: len(v.GPUs), Leases: len(v.CPU),
-		QueueLength: len(v.Queue), QueueByPrio: v.Queued, Stats: convert.Stats(v.Stats), SocketActivated: d.activated,
+		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
+		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: len(v.GPUs), Leases: len(v.CPU),
+		QueueLength: len(v.Queue), QueueByPrio: v.Queued, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
 	}
 	for _, g := range v.GPUs {
 		st.Leases += len(g.Leases)
@@ -59,10 +50,10 @@ func (d *Daemon) getStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	if err := d.eng.Ping(ctx); err != nil {
+	if err := s.eng.Ping(ctx); err != nil {
 		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: "unhealthy", err: fmt.Errorf("placement loop does not answer: %w", err)})
 		return
 	}
@@ -72,8 +63,8 @@ func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 // events streams placement events as Server-Sent Events until the client
 // goes away or the daemon stops. A client that falls behind gets a final
 // "lagged" event and should reconnect.
-func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
-	ch, cancel, err := d.eng.Subscribe(r.Context())
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	ch, cancel, err := s.eng.Subscribe(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -82,21 +73,13 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), convert.FromEvent(ev) })
 }
 
-func (d *Daemon) postEstimate(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postEstimate(w http.ResponseWriter, r *http.Request) {
 	var req estimator.Request
 	if err := decodeBody(w, r, &req, false); err != nil {
 		writeError(w, err)
 		return
 	}
-	v, err := d.eng.View(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if len(req.GPUs) == 0 {
-		req.GPUs = gpuFree(v)
-	}
-	res, err := d.est.Estimate(req)
+	res, err := s.est.Estimate(req)
 	if err != nil {
 		writeError(w, badRequest("invalid_request", "%v", err))
 		return
@@ -104,10 +87,11 @@ func (d *Daemon) postEstimate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func gpuFree(v placement.View) []estimator.GPUFree {
-	out := []estimator.GPUFree{}
-	for _, g := range v.GPUs {
-		out = append(out, estimator.GPUFree{Index: g.Index, Name: g.Name, AvailableBytes: g.AvailableOrZero()})
+func (s *Server) getBackends(w http.ResponseWriter, r *http.Request) {
+	st, err := s.backends.Status(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	return out
+	writeJSON(w, http.StatusOK, backendsBody(st))
 }

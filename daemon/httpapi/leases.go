@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/api/convert"
 	"github.com/wsched/wsched/daemon/procwatch"
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
 )
@@ -25,7 +26,7 @@ func seconds(field string, v float64) (time.Duration, error) {
 
 // leaseRequest turns an API request into an engine request: memory (given
 // or estimated), device, priority, times and the holder.
-func (d *Daemon) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Request, any, error) {
+func (s *Server) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Request, any, error) {
 	var req placement.Request
 	var err error
 	if req.Device, err = device.Parse(body.Device); err != nil {
@@ -40,7 +41,7 @@ func (d *Daemon) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Reque
 	if req.Wait, err = seconds("wait_seconds", body.WaitSeconds); err != nil {
 		return req, nil, err
 	}
-	if req.Holder, err = d.resolveHolder(peer, body.Holder); err != nil {
+	if req.Holder, err = s.resolveHolder(peer, body.Holder); err != nil {
 		return req, nil, err
 	}
 	for k := range body.Labels {
@@ -58,30 +59,33 @@ func (d *Daemon) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Reque
 	case body.MemoryBytes > 0:
 		req.Bytes = body.MemoryBytes
 	case body.Model != "":
-		res, err := d.estimateForLease(body)
+		res, err := s.estimateForLease(body)
 		if err != nil {
 			return req, nil, err
 		}
-		req.Bytes, est = res.RecommendedBytes, res
-		req.Labels = withLabel(req.Labels, labelEstimateKey, keyLabel(res.Key))
+		req.Bytes, est, req.EstimateKey = res.RecommendedBytes, res, &res.Key
 	case req.Device.Kind != device.CPU:
-		req.Bytes = int64(d.cfg.Leases.DefaultMemory) // neither given: [leases] default_memory
+		req.Bytes = int64(s.cfg.Leases.DefaultMemory) // neither given: [leases] default_memory
 	}
 	return req, est, nil
 }
 
-func withLabel(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for a, b := range m {
-		out[a] = b
+// estimateForLease sizes a `model` lease request with the estimator (which
+// learns from measured peaks of earlier leases with the same key).
+func (s *Server) estimateForLease(body api.LeaseRequest) (estimator.Result, error) {
+	res, err := s.est.EstimateAnyGPU(estimator.Request{
+		Backend: estimator.Backend(body.Backend), Model: body.Model, Precision: body.Precision,
+		Beam: body.Beam, Batch: body.BatchSize, SegmentSeconds: body.SegmentSeconds,
+	})
+	if err != nil {
+		return estimator.Result{}, badRequest("invalid_request", "model: %v", err)
 	}
-	out[k] = v
-	return out
+	return res, nil
 }
 
 // resolveHolder decides whose lease it is: the connecting process, or a PID
 // the request names that belongs to the same user (root may name any).
-func (d *Daemon) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holder, error) {
+func (s *Server) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holder, error) {
 	if !peer.Known {
 		return placement.Holder{}, forbidden("leases need the Unix socket: the peer's identity is unknown")
 	}
@@ -89,7 +93,7 @@ func (d *Daemon) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holde
 	if h != nil && h.PID != 0 {
 		pid = h.PID
 	}
-	info, err := procwatch.Read(d.procRoot, pid)
+	info, err := procwatch.Read(s.procRoot, pid)
 	if err != nil {
 		return placement.Holder{}, badRequest("invalid_field", "field holder.pid: %v", err)
 	}
@@ -111,36 +115,32 @@ func authorize(peer Peer, l placement.Lease) error {
 	return forbidden("lease %s belongs to uid %d; only that user or root may change it", l.ID, l.Holder.UID)
 }
 
-func (d *Daemon) postLease(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
 	var body api.LeaseRequest
 	if err := decodeBody(w, r, &body, false); err != nil {
 		writeError(w, err)
 		return
 	}
-	req, est, err := d.leaseRequest(peer, body)
+	req, est, err := s.leaseRequest(peer, body)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	l, err := d.eng.Acquire(r.Context(), req)
+	l, err := s.eng.Acquire(r.Context(), req)
 	if err != nil {
-		d.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
+		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)
 		return
 	}
-	d.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	out := convert.FromLease(l)
 	out.Estimate = est
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
-	v, err := d.eng.View(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
+	v := s.eng.View()
 	out := []api.Lease{}
 	for _, g := range v.GPUs {
 		for _, l := range g.Leases {
@@ -153,8 +153,8 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
 }
 
-func (d *Daemon) getLease(w http.ResponseWriter, r *http.Request) {
-	l, err := d.eng.Get(r.Context(), r.PathValue("id"))
+func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
+	l, err := s.eng.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -163,9 +163,9 @@ func (d *Daemon) getLease(w http.ResponseWriter, r *http.Request) {
 }
 
 // changeLease loads a lease, checks the peer may change it, and applies f.
-func (d *Daemon) changeLease(w http.ResponseWriter, r *http.Request, what string, f func(ctx context.Context, l placement.Lease) (placement.Lease, error)) {
+func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string, f func(ctx context.Context, l placement.Lease) (placement.Lease, error)) {
 	peer := peerFrom(r.Context())
-	l, err := d.eng.Get(r.Context(), r.PathValue("id"))
+	l, err := s.eng.Get(r.Context(), r.PathValue("id"))
 	if err == nil {
 		err = authorize(peer, l)
 	}
@@ -173,15 +173,15 @@ func (d *Daemon) changeLease(w http.ResponseWriter, r *http.Request, what string
 		l, err = f(r.Context(), l)
 	}
 	if err != nil {
-		d.log.Info("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
+		s.log.Info("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
 		writeError(w, err)
 		return
 	}
-	d.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
-func (d *Daemon) renewLease(w http.ResponseWriter, r *http.Request) {
+func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 	var body api.RenewRequest
 	if err := decodeBody(w, r, &body, true); err != nil {
 		writeError(w, err)
@@ -192,26 +192,26 @@ func (d *Daemon) renewLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d.changeLease(w, r, "renewed", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		return d.eng.Renew(ctx, l.ID, ttl)
+	s.changeLease(w, r, "renewed", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		return s.eng.Renew(ctx, l.ID, ttl)
 	})
 }
 
-func (d *Daemon) deleteLease(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	d.changeLease(w, r, "released", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		return d.eng.Release(ctx, l.ID, fmt.Sprintf("released by uid %d (pid %d)", peer.UID, peer.PID))
+	s.changeLease(w, r, "released", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		return s.eng.Release(ctx, l.ID, fmt.Sprintf("released by uid %d (pid %d)", peer.UID, peer.PID))
 	})
 }
 
-func (d *Daemon) addLeasePID(w http.ResponseWriter, r *http.Request) {
+func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
 	var body api.PIDRequest
 	if err := decodeBody(w, r, &body, false); err != nil {
 		writeError(w, err)
 		return
 	}
-	info, err := procwatch.Read(d.procRoot, body.PID)
+	info, err := procwatch.Read(s.procRoot, body.PID)
 	if err != nil {
 		writeError(w, badRequest("invalid_field", "field pid: %v", err))
 		return
@@ -220,10 +220,10 @@ func (d *Daemon) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, forbidden("pid %d belongs to uid %d, not to uid %d", body.PID, info.UID, peer.UID))
 		return
 	}
-	d.changeLease(w, r, "pid added", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		l, err := d.eng.AddPID(ctx, l.ID, body.PID)
+	s.changeLease(w, r, "pid added", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
+		l, err := s.eng.AddPID(ctx, l.ID, body.PID)
 		if err == nil {
-			err = d.watch.Watch(body.PID)
+			err = s.watch.Watch(body.PID)
 		}
 		return l, err
 	})

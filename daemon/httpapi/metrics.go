@@ -1,7 +1,6 @@
-package daemon
+package httpapi
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,12 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wsched/wsched/placement"
 )
 
+// viewer gives the engine's published view.
+type viewer interface{ View() placement.View }
+
 // metrics is the daemon's Prometheus registry: the placement state, read
-// from the engine at scrape time, and request latency.
+// from the engine's view at scrape time, and request latency.
 type metrics struct {
-	d       *Daemon
+	eng     viewer
 	reg     *prometheus.Registry
 	latency *prometheus.HistogramVec
 
@@ -24,9 +28,9 @@ type metrics struct {
 	counters map[string]*prometheus.Desc
 }
 
-func newMetrics(d *Daemon) *metrics {
+func newMetrics(eng viewer) *metrics {
 	m := &metrics{
-		d:   d,
+		eng: eng,
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wsched_http_request_duration_seconds",
@@ -64,12 +68,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector from one engine view.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	v, err := m.d.eng.View(ctx)
-	if err != nil {
-		return
-	}
+	v := m.eng.View()
 	gauge := func(d *prometheus.Desc, val float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, val, labels...)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bufio"
@@ -112,8 +112,8 @@ func supplementaryGroups(procRoot string, pid int) []int {
 // opened file again (regular, readable by the client), and copies it into
 // the daemon's spool. The job then reads the copy, so swapping the path
 // after the check cannot make the daemon read a file the client may not.
-func (d *Daemon) snapshotAudio(peer Peer, path string) (string, error) {
-	if err := readableBy(d.procRoot, peer, path); err != nil {
+func (s *Server) snapshotAudio(peer Peer, path string) (string, error) {
+	if err := readableBy(s.procRoot, peer, path); err != nil {
 		return "", err
 	}
 	real, err := filepath.EvalSymlinks(path)
@@ -132,10 +132,10 @@ func (d *Daemon) snapshotAudio(peer Peer, path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is not a regular file", path)
 	}
-	if !peer.IsRoot() && !permitsStat(st, peer.UID, append(peerGIDs(d.procRoot, peer), peer.GID), 4) {
+	if !peer.IsRoot() && !permitsStat(st, peer.UID, append(peerGIDs(s.procRoot, peer), peer.GID), 4) {
 		return "", fmt.Errorf("%s: uid %d may not read it", path, peer.UID)
 	}
-	return d.saveUpload(namedReader{f, filepath.Base(real)}, int64(d.cfg.Jobs.MaxUpload))
+	return s.saveUpload(namedReader{f, filepath.Base(real)}, int64(s.cfg.Jobs.MaxUpload))
 }
 
 // openNoFollow opens path read-only with no symlink anywhere on the way

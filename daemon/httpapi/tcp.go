@@ -1,9 +1,8 @@
-package daemon
+package httpapi
 
 import (
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 )
@@ -16,23 +15,9 @@ var tcpRoutes = []string{
 	"/v1/status", "/v1/estimate", "/healthz",
 }
 
-// listenTCP opens [daemon] http_listen, when configured.
-func (d *Daemon) listenTCP() (net.Listener, error) {
-	if d.cfg.Daemon.HTTPListen == "" {
-		return nil, nil
-	}
-	ln, err := net.Listen("tcp", d.cfg.Daemon.HTTPListen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", d.cfg.Daemon.HTTPListen, err)
-	}
-	d.tcpAddr = ln.Addr().String()
-	d.log.Info("serving over TCP (bearer token required)", "addr", d.tcpAddr)
-	return ln, nil
-}
-
-// requireToken guards the TCP listener: a bearer token compared in constant
+// RequireToken guards the TCP listener: a bearer token compared in constant
 // time, and only the routes in tcpRoutes.
-func requireToken(token string, next http.Handler) http.Handler {
+func RequireToken(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))

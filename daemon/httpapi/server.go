@@ -1,0 +1,150 @@
+// Package httpapi is wsched's HTTP/JSON API: the handlers of /v1/leases,
+// /v1/jobs, the OpenAI-compatible endpoints, views, events and metrics, with
+// request decoding, client identity (SO_PEERCRED) and access checks. It
+// reaches the engine, the job manager, the backends and the estimator
+// through the narrow interfaces below; it owns no state of its own.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/plugins/host"
+)
+
+// Engine is the placement engine as the API uses it (*placement.Engine).
+type Engine interface {
+	Acquire(ctx context.Context, req placement.Request) (placement.Lease, error)
+	Get(ctx context.Context, id string) (placement.Lease, error)
+	Renew(ctx context.Context, id string, ttl time.Duration) (placement.Lease, error)
+	Release(ctx context.Context, id, reason string) (placement.Lease, error)
+	AddPID(ctx context.Context, id string, pid int) (placement.Lease, error)
+	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
+	View() placement.View
+	Ping(ctx context.Context) error
+}
+
+// Jobs is the job manager as the API uses it (*jobs.Manager).
+type Jobs interface {
+	Submit(ctx context.Context, spec jobs.Spec) (jobs.Job, error)
+	Get(ctx context.Context, id string) (jobs.Job, error)
+	List(ctx context.Context) ([]jobs.Job, error)
+	Cancel(ctx context.Context, id string) (jobs.Job, error)
+	Wait(ctx context.Context, id string) (jobs.Job, error)
+	Subscribe(ctx context.Context, id string) (jobs.Job, <-chan jobs.Event, func(), error)
+}
+
+// Backends reports the plugin host's backends and instances (*host.Host).
+type Backends interface {
+	Status(ctx context.Context) (host.Status, error)
+}
+
+// Estimator sizes models against the machine's GPUs (*runner.Sizer).
+type Estimator interface {
+	// Estimate answers req for the GPUs it names, or every GPU when none.
+	Estimate(req estimator.Request) (estimator.Result, error)
+	// EstimateAnyGPU recommends the size that fits the model on any GPU.
+	EstimateAnyGPU(req estimator.Request) (estimator.Result, error)
+}
+
+// Watcher watches processes whose exit ends or shrinks a lease
+// (*procwatch.Watcher).
+type Watcher interface {
+	Watch(pid int) error
+}
+
+var (
+	_ Engine   = (*placement.Engine)(nil)
+	_ Jobs     = (*jobs.Manager)(nil)
+	_ Backends = (*host.Host)(nil)
+)
+
+// Info is what GET /v1/status reports about the daemon itself.
+type Info struct {
+	Version         string
+	Started         time.Time
+	Socket          string
+	SocketActivated bool
+}
+
+// Options configures a Server. All fields but Log and ProcRoot are required.
+type Options struct {
+	Config    *config.Config
+	Engine    Engine
+	Jobs      Jobs
+	Backends  Backends
+	Estimator Estimator
+	Watcher   Watcher
+	Info      Info
+	Log       *slog.Logger
+	// ProcRoot is where /proc is mounted (default "/proc").
+	ProcRoot string
+}
+
+// Server serves the API.
+type Server struct {
+	cfg      *config.Config
+	eng      Engine
+	jobs     Jobs
+	backends Backends
+	est      Estimator
+	watch    Watcher
+	info     Info
+	log      *slog.Logger
+	procRoot string
+	metrics  *metrics
+}
+
+// New returns the API over opts' components.
+func New(opts Options) *Server {
+	s := &Server{
+		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator,
+		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.procRoot == "" {
+		s.procRoot = "/proc"
+	}
+	s.metrics = newMetrics(s.eng)
+	return s
+}
+
+// Handler is the whole API, for the Unix socket (serve it with
+// ConnContext: PeerContext).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/gpus", s.getGPUs)
+	mux.HandleFunc("GET /v1/status", s.getStatus)
+	mux.HandleFunc("POST /v1/leases", s.postLease)
+	mux.HandleFunc("GET /v1/leases", s.listLeases)
+	mux.HandleFunc("GET /v1/leases/{id}", s.getLease)
+	mux.HandleFunc("DELETE /v1/leases/{id}", s.deleteLease)
+	mux.HandleFunc("POST /v1/leases/{id}/renew", s.renewLease)
+	mux.HandleFunc("POST /v1/leases/{id}/pids", s.addLeasePID)
+	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("POST /v1/estimate", s.postEstimate)
+	mux.HandleFunc("GET /v1/backends", s.getBackends)
+	mux.HandleFunc("POST /v1/jobs", s.postJob)
+	mux.HandleFunc("GET /v1/jobs", s.listJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.cancelJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/events", s.jobEvents)
+	mux.HandleFunc("POST /v1/audio/transcriptions", s.openAITranscription(false))
+	mux.HandleFunc("POST /v1/audio/translations", s.openAITranscription(true))
+	mux.HandleFunc("GET /v1/models", s.listModels)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})
+	})
+	return s.metrics.instrument(mux)
+}

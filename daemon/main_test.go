@@ -1,0 +1,24 @@
+package daemon
+
+import (
+	"os"
+	"testing"
+
+	"github.com/wsched/wsched/internal/testtmp"
+)
+
+// fakeRoot holds what the package's tests share (the fake backend, built
+// once); TestMain removes it.
+var fakeRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(testtmp.Run(func() int {
+		dir, err := os.MkdirTemp("", "wsched-daemon-test-")
+		if err != nil {
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		fakeRoot = dir
+		return m.Run()
+	}))
+}

@@ -1,0 +1,66 @@
+package upkeep
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wsched/wsched/daemon/procwatch"
+	"github.com/wsched/wsched/placement"
+)
+
+// Recover restores the stored leases whose holders are still alive and
+// releases the rest, watches the survivors' processes, and hands the engine
+// its first reading: call it before anything is served, so bytes granted
+// before a crash are never granted again and the first view shows the GPUs.
+func (u *Upkeep) Recover(ctx context.Context) error {
+	stored, err := u.opts.Store.Leases()
+	if err != nil {
+		return fmt.Errorf("recover leases: %w", err)
+	}
+	var keep []placement.Lease
+	for _, l := range stored {
+		if !procwatch.Alive(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks) {
+			u.log.Info("lease released: its holder exited while the daemon was down", "lease", l.ID, "holder", l.Holder.PID)
+			if err := u.opts.Store.DeleteLease(l.ID); err != nil {
+				return fmt.Errorf("recover leases: %w", err)
+			}
+			continue
+		}
+		l.PIDs = u.alive(l.PIDs)
+		keep = append(keep, l)
+	}
+	if err := u.opts.Engine.Restore(ctx, keep); err != nil {
+		return fmt.Errorf("recover leases: %w", err)
+	}
+	for _, l := range keep {
+		u.watchLease(l)
+	}
+	u.log.Info("leases recovered", "restored", len(keep), "released", len(stored)-len(keep))
+	if err := u.observe(ctx); err != nil {
+		return fmt.Errorf("recover: first GPU reading: %w", err)
+	}
+	return nil
+}
+
+// alive returns the pids that still run.
+func (u *Upkeep) alive(pids []int) []int {
+	var live []int
+	for _, pid := range pids {
+		if procwatch.Alive(u.opts.ProcRoot, pid, 0) {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+// watchLease watches a lease's holder and its registered processes.
+func (u *Upkeep) watchLease(l placement.Lease) {
+	if err := u.opts.Watcher.WatchProcess(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks); err != nil {
+		u.log.Warn("cannot watch holder", "pid", l.Holder.PID, "err", err)
+	}
+	for _, pid := range l.PIDs {
+		if err := u.opts.Watcher.Watch(pid); err != nil {
+			u.log.Warn("cannot watch lease process", "pid", pid, "err", err)
+		}
+	}
+}
