@@ -10,8 +10,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -169,8 +170,8 @@ func TestModelsDir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Backends.ModelsDir != tt.want {
-				t.Errorf("models_dir = %q, want %q", cfg.Backends.ModelsDir, tt.want)
+			if cfg.Models.Dir != tt.want {
+				t.Errorf("models_dir = %q, want %q", cfg.Models.Dir, tt.want)
 			}
 		})
 	}
@@ -186,8 +187,8 @@ func TestModelEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}, {Name: "sv", Backend: "sensevoice", Path: "/m/sensevoice"}}
-	if !reflect.DeepEqual(cfg.Backends.Models, want) || cfg.Backends.ModelsURL != DefaultModelsURL {
-		t.Errorf("backends = %+v", cfg.Backends)
+	if !reflect.DeepEqual(cfg.Models.Entries, want) || cfg.Models.URL != DefaultModelsURL {
+		t.Errorf("models = %+v", cfg.Models)
 	}
 }
 
@@ -215,10 +216,10 @@ func TestLoadPathDefaults(t *testing.T) {
 func TestEncodeRoundTrip(t *testing.T) {
 	cfg := Defaults()
 	used := units.Bytes(3 * units.GiB)
-	cfg.Inventory.Sim = []SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []inventory.SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
 	cfg.Placement.ReservedPerGPU["1"] = units.Bytes(units.GiB)
-	cfg.Backends.Models = []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}}
-	cfg.Backends.ModelsDir = "/srv/models"
+	cfg.Models.Entries = []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}}
+	cfg.Models.Dir = "/srv/models"
 	text, err := cfg.Encode()
 	if err != nil {
 		t.Fatal(err)
