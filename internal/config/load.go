@@ -198,18 +198,27 @@ func unknownKey(k toml.Key, data []byte, name string) error {
 	return &Error{File: name, Line: locate(data, k, 0), Key: key, Msg: msg, Err: ErrUnknownKey}
 }
 
+// applyEnv applies the environment overrides. Their paths may be relative:
+// a shell user means the working directory, so they are made absolute
+// against it (paths in the file must be absolute).
 func applyEnv(cfg *Config, opts Options) error {
-	if v := opts.getenv("WSCHED_SOCKET"); v != "" {
-		cfg.Daemon.Socket = v
-	}
-	if v := opts.getenv("WSCHED_STATE_DIR"); v != "" {
-		cfg.Daemon.StateDir = v
-	}
-	if v := opts.getenv("WSCHED_MODELS_DIR"); v != "" {
-		if !filepath.IsAbs(v) {
-			return &Error{Key: "WSCHED_MODELS_DIR", Msg: fmt.Sprintf("%q is not allowed: want an absolute path", v), Err: ErrBadValue}
+	for _, o := range []struct {
+		name string
+		dst  *string
+	}{
+		{"WSCHED_SOCKET", &cfg.Daemon.Socket},
+		{"WSCHED_STATE_DIR", &cfg.Daemon.StateDir},
+		{"WSCHED_MODELS_DIR", &cfg.Models.Dir},
+	} {
+		v := opts.getenv(o.name)
+		if v == "" {
+			continue
 		}
-		cfg.Models.Dir = v
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return &Error{Key: o.name, Msg: fmt.Sprintf("%q: %v", v, err), Err: ErrBadValue}
+		}
+		*o.dst = abs
 	}
 	spec, name, err := device.FromEnv(opts.lookup)
 	if err != nil {
