@@ -246,8 +246,8 @@ func TestModelsList(t *testing.T) {
 	for _, want := range []string{
 		"2 model(s); models_dir " + dir,
 		"\nunfinished download: tiny (`wsched models pull tiny` resumes it)\n",
-		"NAME   BACKEND          SIZE    ESTIMATE  GPU 0  GPU 1",
-		"base   whisper.cpp  575451 B  " + units.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
+		"NAME   BACKEND            SIZE    ESTIMATE  GPU 0  GPU 1",
+		"base   whisper.cpp  561.96 KiB  " + units.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
