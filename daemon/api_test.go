@@ -20,6 +20,7 @@ import (
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/placement"
 )
 
 func rawRequest(t *testing.T, conn net.Conn, method, path, body string) (int, string) {
@@ -264,7 +265,7 @@ func TestHolderMustBeSameUser(t *testing.T) {
 }
 
 func TestEventsAndMetrics(t *testing.T) {
-	td := startDaemon(t, 2, 24*GiB, func(c *config.Config) { c.Placement.Policy = config.PolicyBinpack })
+	td := startDaemon(t, 2, 24*GiB, func(c *config.Config) { c.Placement.Policy = placement.PolicyBinpack })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	types := liveEvents(t, ctx, td)

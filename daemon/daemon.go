@@ -85,17 +85,17 @@ func New(opts Options) (*Daemon, error) {
 		Engine: d.eng, Store: d.db, Watcher: d.watch, Reader: reader, Every: cfg.Inventory.RefreshInterval.D(),
 		AfterTick: d.updateStatus, Log: log, ProcRoot: d.procRoot,
 	})
-	if cfg.Leases.Overrun == config.OverrunKill && !canKillOthers() {
+	if cfg.Leases.Overrun == placement.OverrunKill && !canKillOthers() {
 		log.Warn(`[leases] overrun = "kill" cannot signal other users' processes: the daemon has neither uid 0 nor CAP_KILL; `+
 			`overruns will only be reported (grant it with AmbientCapabilities=CAP_KILL in a drop-in)`, "uid", os.Getuid())
 	}
 	d.host = d.newHost()
 	run := runner.New(runner.Options{
-		Models: cfg.Backends, Backends: d.host, Sizer: runner.NewSizer(d.est, d.eng), Learn: d.db, Log: log,
+		Models: cfg.Models, Backends: d.host, Sizer: runner.NewSizer(d.est, d.eng), Learn: d.db, Log: log,
 	})
 	d.jobs = jobs.New(jobs.Config{
-		MaxRetries: cfg.Backends.MaxRetries, JobTimeout: cfg.Backends.JobTimeout.D(),
-		ResultTTL: cfg.Backends.ResultTTL.D(), MaxActive: cfg.Backends.MaxActiveJobs,
+		MaxRetries: cfg.Jobs.MaxRetries, JobTimeout: cfg.Jobs.Timeout.D(),
+		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive,
 	}, run, d.db, log)
 	return d, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -39,10 +40,10 @@ func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *tes
 	cfg.Daemon.Socket = filepath.Join(dir, "wsched.sock")
 	cfg.Daemon.SocketMode = 0o666
 	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
-	cfg.Inventory.Provider = config.ProviderSim
+	cfg.Inventory.Provider = inventory.ProviderSim
 	cfg.Inventory.RefreshInterval = units.Duration(100 * time.Millisecond)
 	for i := 0; i < n; i++ {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: "Sim GPU", Memory: units.Bytes(size)})
+		cfg.Inventory.Sim = append(cfg.Inventory.Sim, inventory.SimGPU{Name: "Sim GPU", Memory: units.Bytes(size)})
 	}
 	if mod != nil {
 		mod(cfg)
@@ -57,7 +58,7 @@ func runDaemon(t *testing.T, cfg *config.Config) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := New(Options{Config: cfg, Log: log, Provider: p, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +67,7 @@ func runDaemon(t *testing.T, cfg *config.Config) *testDaemon {
 	td := &testDaemon{t: t, cfg: cfg, sim: sim, d: d, socket: cfg.Daemon.Socket, cancel: cancel, done: make(chan error, 1)}
 	go func() { td.done <- d.Run(ctx) }()
 	td.c = client.New(td.socket)
-	deadline := time.Now().Add(10 * time.Second)
-	for td.c.Health(context.Background()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not come up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testshared.WaitHealthy(t, td.c)
 	t.Cleanup(td.stop)
 	return td
 }
@@ -87,15 +82,6 @@ func (td *testDaemon) stop() {
 	}
 	td.cancel = nil
 	td.c.Close()
-}
-
-// testWriter sends daemon logs to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(p[:len(p)-1]))
-	return len(p), nil
 }
 
 // raw sends an HTTP request over the socket and returns status and body.

@@ -66,9 +66,9 @@ func jobDaemon(t *testing.T, modelMemory int64, mod func(*config.Config)) (*test
 	_ = os.WriteFile(audio, []byte("RIFF fake audio"), 0o644)
 	td := startDaemon(t, 1, 24*GiB, func(c *config.Config) {
 		c.Backends.PluginDir, c.Backends.DevDirs = plugins, nil
-		c.Backends.ModelsDir = filepath.Join(dir, "models")
-		c.Backends.Models = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(modelMemory)}}
-		c.Backends.DefaultModel = "fake-tiny"
+		c.Models.Dir = filepath.Join(dir, "models")
+		c.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(modelMemory)}}
+		c.Models.Default = "fake-tiny"
 		if mod != nil {
 			mod(c)
 		}
@@ -227,7 +227,7 @@ func TestBackendKilledMidJob(t *testing.T) {
 
 func TestJobFailuresNameTheCause(t *testing.T) {
 	td, audio := jobDaemon(t, 4*GiB, func(c *config.Config) {
-		c.Backends.Models = append(c.Backends.Models, config.Model{Name: "orphan", Backend: "nosuch", Path: "/etc/hostname", Memory: units.Bytes(GiB)})
+		c.Models.Entries = append(c.Models.Entries, config.Model{Name: "orphan", Backend: "nosuch", Path: "/etc/hostname", Memory: units.Bytes(GiB)})
 	})
 	tests := []struct{ body, want string }{
 		{fmt.Sprintf(`{"audio_path": %q, "model": "ghost"}`, audio), `model "ghost" (known: fake-tiny, orphan): unknown model`},

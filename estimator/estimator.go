@@ -337,14 +337,3 @@ func ceilMul(b int64, f float64) int64 {
 	}
 	return n
 }
-
-// FormatBytes prints bytes in binary units with two decimals ("1.50 GiB").
-func FormatBytes(b int64) string {
-	switch {
-	case b >= GiB || -b >= GiB:
-		return fmt.Sprintf("%.2f GiB", float64(b)/float64(GiB))
-	case b >= MiB || -b >= MiB:
-		return fmt.Sprintf("%.2f MiB", float64(b)/float64(MiB))
-	}
-	return fmt.Sprintf("%d B", b)
-}

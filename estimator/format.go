@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/wsched/wsched/internal/units"
 )
 
 // WriteText renders r for people, like the seed's report: total,
@@ -14,14 +16,14 @@ func (r Result) WriteText(w io.Writer, explain bool) error {
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	p("backend\t%s\n", r.Backend)
 	p("model\t%s (%s)\n", r.Model, r.Precision)
-	p("total\t%s (%s)\n", FormatBytes(r.TotalBytes), r.Source)
-	p("recommended\t%s\n", FormatBytes(r.RecommendedBytes))
+	p("total\t%s (%s)\n", units.FormatBytes(r.TotalBytes), r.Source)
+	p("recommended\t%s\n", units.FormatBytes(r.RecommendedBytes))
 	for i, c := range r.Breakdown.components() {
 		label := ""
 		if i == 0 {
 			label = "breakdown"
 		}
-		p("%s\t  %s\t%s\n", label, c.name, FormatBytes(c.bytes))
+		p("%s\t  %s\t%s\n", label, c.name, units.FormatBytes(c.bytes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -35,7 +37,7 @@ func (r Result) WriteText(w io.Writer, explain bool) error {
 		if g.Copies == 1 {
 			copies = "copy"
 		}
-		fmt.Fprintf(w, "gpu %d (%s): %s available, %s, %d %s\n", g.Index, g.Name, FormatBytes(g.AvailableBytes), ok, g.Copies, copies)
+		fmt.Fprintf(w, "gpu %d (%s): %s available, %s, %d %s\n", g.Index, g.Name, units.FormatBytes(g.AvailableBytes), ok, g.Copies, copies)
 	}
 	if len(r.Suggestions) > 0 {
 		fmt.Fprintln(w, "suggestions:")

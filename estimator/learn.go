@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/wsched/wsched/internal/units"
 )
 
 // Key identifies a kind of process whose measured peaks are comparable:
@@ -126,7 +128,7 @@ func (e *Estimator) applyLearnedContext(f *formula, gpuModel string) error {
 	}
 	c := Percentile(obs, e.cfg.LearnPercentile)
 	f.explain = append(f.explain, fmt.Sprintf("context: learned %s for %s (p%.0f of %d observations) instead of %s",
-		FormatBytes(c), gpuModel, e.cfg.LearnPercentile*100, len(obs), FormatBytes(f.breakdown.Context)))
+		units.FormatBytes(c), gpuModel, e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(f.breakdown.Context)))
 	f.breakdown.Context = c
 	return nil
 }
@@ -148,7 +150,7 @@ func (e *Estimator) applyLearned(res *Result) error {
 	p := Percentile(obs, e.cfg.LearnPercentile)
 	learned := ceilMul(p, 1+e.cfg.LearnMargin)
 	why := fmt.Sprintf("learning: p%.0f of %d measured peaks is %s, × %.2f = %s; formula %s",
-		e.cfg.LearnPercentile*100, len(obs), FormatBytes(p), 1+e.cfg.LearnMargin, FormatBytes(learned), FormatBytes(res.FormulaBytes))
+		e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(p), 1+e.cfg.LearnMargin, units.FormatBytes(learned), units.FormatBytes(res.FormulaBytes))
 	if learned <= res.FormulaBytes {
 		res.Explain = append(res.Explain, why+": the formula is higher and applies")
 		return nil

@@ -3,6 +3,8 @@ package estimator
 import (
 	"strings"
 	"testing"
+
+	"github.com/wsched/wsched/internal/units"
 )
 
 func TestPercentile(t *testing.T) {
@@ -75,7 +77,7 @@ func TestLearnedContextPerGPUModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Breakdown.Context != 530*MiB {
-		t.Errorf("learned context %s, want 530 MiB", FormatBytes(r.Breakdown.Context))
+		t.Errorf("learned context %s, want 530 MiB", units.FormatBytes(r.Breakdown.Context))
 	}
 	if d := r.GPUs[0].RecommendedBytes - r.GPUs[1].RecommendedBytes; d < 200*MiB {
 		t.Errorf("T4 (no context learned, 300 MiB) should need ~230 MiB less than A10: %d", d)

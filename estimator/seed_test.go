@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/wsched/wsched/internal/units"
 )
 
 func gb(b int64) float64 { return float64(b) / float64(GiB) }
@@ -106,7 +108,7 @@ func TestSeedAssignOptimalModel(t *testing.T) {
 	}{{24 * GiB, "large", true}, {8 * GiB, "medium", true}, {6 * GiB, "medium", true}, {16 * GiB / 5, "small", true}, {3 * GiB, "base", true}, {2 * GiB, "tiny", true}, {1 * GiB, "tiny", false}} {
 		name, _, fits, err := e.LargestModel(Request{Backend: Seed}, c.avail)
 		if err != nil || name != c.want || fits != c.fits {
-			t.Errorf("%s: %s %v %v, want %s %v", FormatBytes(c.avail), name, fits, err, c.want, c.fits)
+			t.Errorf("%s: %s %v %v, want %s %v", units.FormatBytes(c.avail), name, fits, err, c.want, c.fits)
 		}
 	}
 	if _, err := Estimate(Request{Backend: Seed, Model: "turbo"}); !errors.Is(err, ErrUnknownModel) {

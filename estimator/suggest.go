@@ -3,6 +3,8 @@ package estimator
 import (
 	"fmt"
 	"strings"
+
+	"github.com/wsched/wsched/internal/units"
 )
 
 // Suggestions name only changes that lower memory for the chosen backend,
@@ -35,7 +37,7 @@ func smaller(name string) (string, bool) {
 }
 
 func saves(what string, from, to int64) string {
-	return fmt.Sprintf("%s: %s → %s (saves %s)", what, FormatBytes(from), FormatBytes(to), FormatBytes(from-to))
+	return fmt.Sprintf("%s: %s → %s (saves %s)", what, units.FormatBytes(from), units.FormatBytes(to), units.FormatBytes(from-to))
 }
 
 func (e *Estimator) whisperCppSuggestions(req Request, f formula) []string {
@@ -84,7 +86,7 @@ func (e *Estimator) whisperCppSuggestions(req Request, f formula) []string {
 
 func pytorchSuggestions(req Request, b Breakdown) []string {
 	out := []string{
-		fmt.Sprintf("torch.cuda.empty_cache() after loading returns the fp16 checkpoint copy (%s) to the driver", FormatBytes(b.Transient)),
+		fmt.Sprintf("torch.cuda.empty_cache() after loading returns the fp16 checkpoint copy (%s) to the driver", units.FormatBytes(b.Transient)),
 	}
 	if s, ok := smaller(req.Model); ok {
 		out = append(out, "a smaller model: "+s)
@@ -102,7 +104,7 @@ func pytorchSuggestions(req Request, b Breakdown) []string {
 func fasterWhisperSuggestions(req Request, prec string, b Breakdown) []string {
 	var out []string
 	if !strings.HasPrefix(prec, "int8") {
-		out = append(out, fmt.Sprintf("compute_type int8_float16: weights %s → about %s", FormatBytes(b.Weights), FormatBytes(b.Weights*1/ct2BytesPerParam[prec])))
+		out = append(out, fmt.Sprintf("compute_type int8_float16: weights %s → about %s", units.FormatBytes(b.Weights), units.FormatBytes(b.Weights*1/ct2BytesPerParam[prec])))
 	}
 	if s, ok := smaller(req.Model); ok {
 		out = append(out, "a smaller model: "+s)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/wsched/wsched/estimator/ggml"
+	"github.com/wsched/wsched/internal/units"
 )
 
 // whisper.cpp profile.
@@ -288,7 +289,7 @@ func whisperCppExplain(hp ggml.HParams, l WhisperCppBuffers, req Request, cfg Co
 	}
 	if d := req.decoders(); d > 1 {
 		out = append(out, fmt.Sprintf("%d decoders (beam %d, best-of %d): kv_self is re-allocated ×%d = %s",
-			d, req.Beam, req.BestOf, kvFactor(d), FormatBytes(l.KVSelf*kvFactor(d))))
+			d, req.Beam, req.BestOf, kvFactor(d), units.FormatBytes(l.KVSelf*kvFactor(d))))
 	} else {
 		out = append(out, "greedy decoding: kv_self ×1; note whisper.cpp's default best_of 5 with temperature fallback grows it ×7 when a segment falls back — pass best_of to reserve for that")
 	}
@@ -299,9 +300,9 @@ func whisperCppExplain(hp ggml.HParams, l WhisperCppBuffers, req Request, cfg Co
 		out = append(out, "batch is not a whisper.cpp setting; use processors for parallel states")
 	}
 	if l.Device != "cpu" {
-		out = append(out, fmt.Sprintf("compute buffers counted without their host-side part (%s of graph metadata and inputs)", FormatBytes(l.HostCompute)),
+		out = append(out, fmt.Sprintf("compute buffers counted without their host-side part (%s of graph metadata and inputs)", units.FormatBytes(l.HostCompute)),
 			"cuda_pool is an estimate (whisper.cpp does not log it): f16 copies in cuBLAS products, mostly the logits",
-			fmt.Sprintf("context: CUDA context %s ([estimator] cuda_context unless learned for the GPU model)", FormatBytes(cfg.CUDAContextBytes)))
+			fmt.Sprintf("context: CUDA context %s ([estimator] cuda_context unless learned for the GPU model)", units.FormatBytes(cfg.CUDAContextBytes)))
 	}
 	return out
 }

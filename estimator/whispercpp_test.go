@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wsched/wsched/estimator/ggml"
+	"github.com/wsched/wsched/internal/units"
 )
 
 func header(t *testing.T, file string) *ggml.Model {
@@ -161,7 +162,7 @@ func TestGPUFitAndLargestModel(t *testing.T) {
 	e := New(Config{}, nil)
 	name, res, fits, err := e.LargestModel(Request{Backend: WhisperCpp}, 2*GiB)
 	if err != nil || !fits || name != "small" || res.RecommendedBytes > 2*GiB {
-		t.Errorf("2 GiB whisper.cpp: %s %v %v (%s)", name, fits, err, FormatBytes(res.RecommendedBytes))
+		t.Errorf("2 GiB whisper.cpp: %s %v %v (%s)", name, fits, err, units.FormatBytes(res.RecommendedBytes))
 	}
 	name, _, fits, _ = e.LargestModel(Request{Backend: WhisperCpp}, 100*MiB)
 	if fits || name != "tiny" {

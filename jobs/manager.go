@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wsched/wsched/internal/owner"
 	"github.com/wsched/wsched/jobs/transcript"
 )
 
@@ -50,7 +51,7 @@ type Store interface {
 
 // Config tunes a Manager.
 type Config struct {
-	// MaxRetries is [backends] max_retries: attempts after the first.
+	// MaxRetries is [jobs] max_retries: attempts after the first.
 	MaxRetries int
 	// JobTimeout bounds one attempt, queue wait included.
 	JobTimeout time.Duration
@@ -74,9 +75,8 @@ type Manager struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	ops     chan func(*mstate)
-	stopped chan struct{}
-	st      *mstate
+	loop *owner.Loop[*mstate]
+	st   *mstate
 }
 
 type entry struct {
@@ -106,7 +106,7 @@ func New(cfg Config, exec Executor, store Store, log *slog.Logger) *Manager {
 	cfg.OOMGrowth = cmp.Or(cfg.OOMGrowth, 1.5)
 	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, time.Hour)
 	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, 24*time.Hour)
-	m := &Manager{cfg: cfg, exec: exec, store: store, log: log, now: time.Now, ops: make(chan func(*mstate)), stopped: make(chan struct{})}
+	m := &Manager{cfg: cfg, exec: exec, store: store, log: log, now: time.Now, loop: owner.New[*mstate](ErrStopped)}
 	m.st = &mstate{m: m, jobs: map[string]*entry{}}
 	return m
 }
@@ -115,7 +115,7 @@ func New(cfg Config, exec Executor, store Store, log *slog.Logger) *Manager {
 // retried — and then serves until ctx ends. Running attempts are cancelled
 // on the way out; they resume at the next start.
 func (m *Manager) Run(ctx context.Context) error {
-	defer close(m.stopped)
+	defer m.loop.Stop()
 	s := m.st
 	s.ctx = ctx
 	if err := s.recover(); err != nil {
@@ -130,8 +130,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
-		case f := <-m.ops:
-			f(s)
+		case o := <-m.loop.Ops():
+			o.Run(s)
+			o.Finish()
 		case <-timer.C:
 			s.expire()
 		}
@@ -139,22 +140,7 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // do runs f on the owner loop and waits for it.
-func (m *Manager) do(ctx context.Context, f func(*mstate)) error {
-	done := make(chan struct{})
-	select {
-	case m.ops <- func(s *mstate) { f(s); close(done) }:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-m.stopped:
-		return ErrStopped
-	}
-	select {
-	case <-done:
-		return nil
-	case <-m.stopped:
-		return ErrStopped
-	}
-}
+func (m *Manager) do(ctx context.Context, f func(*mstate)) error { return m.loop.Do(ctx, f) }
 
 func newID() string {
 	var b [8]byte

@@ -276,7 +276,7 @@ func TestTimeout(t *testing.T) {
 		r.exec.on("slow", block(make(chan struct{})))
 		j, _ := r.m.Submit(context.Background(), spec("slow", placement.Normal))
 		got, _ := r.m.Wait(context.Background(), j.ID)
-		if got.State != Failed || got.Error != "job timed out after 1m0s ([backends] job_timeout)" || got.Attempts != 1 {
+		if got.State != Failed || got.Error != "job timed out after 1m0s ([jobs] timeout)" || got.Attempts != 1 {
 			t.Errorf("timed out job: %s %q attempts %d", got.State, got.Error, got.Attempts)
 		}
 	})

@@ -40,7 +40,7 @@ func (m *Manager) work(ctx context.Context, job Job) {
 			return // shutdown: the job resumes at the next start
 		}
 		if timedOut && err != nil {
-			err = fmt.Errorf("%w after %s ([backends] job_timeout)", ErrTimeout, m.cfg.JobTimeout)
+			err = fmt.Errorf("%w after %s ([jobs] timeout)", ErrTimeout, m.cfg.JobTimeout)
 		}
 		var retry bool
 		if derr := m.do(context.Background(), func(s *mstate) { retry = s.finish(job.ID, res, err) }); derr != nil || !retry {

@@ -4,7 +4,7 @@
 FUZZTIME ?= 30s
 FUZZ_TARGETS ?= \
 	./internal/units:FuzzParseBytes \
-	./placement/device:FuzzParse \
+	./internal/device:FuzzParse \
 	./daemon/httpapi:FuzzDecodeRequests \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \

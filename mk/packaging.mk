@@ -30,6 +30,10 @@ DEB_MAINTAINER ?= $(shell n="$${DEBFULLNAME:-$$(git config user.name)}"; e="$${D
 	[ -n "$$n" ] && [ -n "$$e" ] && echo "$$n <$$e>")
 DEB_ARCH       ?= $(shell $(GO) env GOARCH)
 WHISPER_BACKEND ?= $(BIN)/wsched-backend-whisper
+# The backend package depends on Debian's libwhisper1, so it is built only where make deps took
+# whisper.cpp from the host's own packages (route "system" in $(WHISPER_PREFIX)/MANIFEST). A backend
+# built against the bundle or a source build in .cache/whisper is for this machine only.
+WHISPER_ROUTE    = $(shell sed -n 's/^route=//p' $(WHISPER_PREFIX)/MANIFEST 2>/dev/null)
 
 .PHONY: deb packaging-deps packaging-test packaging-unit packaging-install-test packaging-lint
 
@@ -37,7 +41,7 @@ deps: packaging-deps
 test: packaging-test
 
 packaging-deps:
-	sh $(PACKAGING_DIR)/deps/packaging-deps.sh
+	bash $(PACKAGING_DIR)/deps/packaging-deps.sh
 
 # -buildmode=pie and stripping keep lintian's hardening and debug-symbol checks quiet; mkdeb strips
 # every binary again (also the backend built elsewhere), as dh_strip would.
@@ -48,10 +52,13 @@ deb:
 		-o $(DEB_BUILD)/wsched ./cmd/wsched
 	$(GO) -C $(PACKAGING_DIR) build -trimpath -o $(CURDIR)/$(DEB_BUILD)/mkdeb ./cmd/mkdeb
 	@if [ ! -x "$(WHISPER_BACKEND)" ]; then \
-		echo "deb: $(WHISPER_BACKEND) is not built: building the wsched package only"; fi
+		echo "deb: $(WHISPER_BACKEND) is not built: building the wsched package only"; \
+	elif [ "$(WHISPER_ROUTE)" != system ]; then \
+		echo "deb: whisper.cpp came from route '$(WHISPER_ROUTE)', not the host's packages (libwhisper1):" \
+			"building the wsched package only (see docs/deps.md)"; fi
 	$(DEB_BUILD)/mkdeb -dir $(PACKAGING_DIR) -out $(DIST) -version '$(DEB_DESCRIBE)' -date '$(DEB_DATE)' \
 		-arch $(DEB_ARCH) -maintainer '$(DEB_MAINTAINER)' -wsched $(DEB_BUILD)/wsched -config wsched.toml \
-		$(if $(wildcard $(WHISPER_BACKEND)),-backend-whisper $(WHISPER_BACKEND))
+		$(if $(and $(wildcard $(WHISPER_BACKEND)),$(filter system,$(WHISPER_ROUTE))),-backend-whisper $(WHISPER_BACKEND))
 
 packaging-test: packaging-unit packaging-install-test packaging-lint
 

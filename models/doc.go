@@ -1,7 +1,7 @@
 // Package models is the model registry and its downloads: which speech
-// models wsched can serve (the [[backends.model]] entries of the
+// models wsched can serve (the [[models.model]] entries of the
 // configuration plus the whisper.cpp files ggml-NAME.bin found in
-// [backends] models_dir), and Pull, which fetches a whisper.cpp model into
+// [models] dir), and Pull, which fetches a whisper.cpp model into
 // models_dir with resume and SHA-1 verification against whisper.cpp's
 // published table.
 package models

@@ -25,7 +25,7 @@ const PartialSuffix = ".partial"
 
 // PullOptions configures Pull.
 type PullOptions struct {
-	// Dir is the directory the model is saved in ([backends] models_dir).
+	// Dir is the directory the model is saved in ([models] dir).
 	Dir string
 	// BaseURL is where BaseURL/ggml-NAME.bin is fetched from; "" means
 	// config.DefaultModelsURL. With the default, a catalog entry's own

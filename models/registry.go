@@ -19,7 +19,7 @@ type Origin string
 
 // Origins.
 const (
-	FromConfig    Origin = "config"     // a [[backends.model]] entry
+	FromConfig    Origin = "config"     // a [[models.model]] entry
 	FromModelsDir Origin = "models_dir" // a ggml-NAME.bin file in models_dir
 )
 
@@ -41,7 +41,7 @@ type Model struct {
 	// Shadows is the models_dir file of the same name that this configured
 	// entry hides.
 	Shadows string `json:"shadows,omitempty"`
-	// MemoryBytes is the configured lease size ([[backends.model]] memory);
+	// MemoryBytes is the configured lease size ([[models.model]] memory);
 	// 0: estimate it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
@@ -56,16 +56,16 @@ type Registry struct {
 	partials []string // names with a ggml-NAME.bin.partial in dir
 }
 
-// Load builds the registry from the [backends] section: the configured
+// Load builds the registry from the [models] section: the configured
 // entries, then a scan of models_dir for ggml-NAME.bin files (backend
 // whisper.cpp). A configured entry wins over a file of the same name. A
 // missing or unreadable model file is recorded in the model's Problem, not
 // returned as an error; a models_dir that does not exist yet is empty. The
 // error is for a models_dir that exists but cannot be listed, or ctx.
-func Load(ctx context.Context, b config.Backends) (*Registry, error) {
-	r := &Registry{dir: b.ModelsDir}
+func Load(ctx context.Context, b config.Models) (*Registry, error) {
+	r := &Registry{dir: b.Dir}
 	byName := map[string]int{}
-	for _, e := range b.Models {
+	for _, e := range b.Entries {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load models: %w", err)
 		}
@@ -73,7 +73,7 @@ func Load(ctx context.Context, b config.Backends) (*Registry, error) {
 		byName[m.Name] = len(r.models)
 		r.models = append(r.models, m)
 	}
-	files, partials, err := scanDir(b.ModelsDir)
+	files, partials, err := scanDir(b.Dir)
 	if err != nil {
 		return nil, err
 	}

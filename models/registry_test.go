@@ -68,7 +68,7 @@ func TestLoadRegistry(t *testing.T) {
 	sv := write(t, filepath.Join(root, "sensevoice", "model.onnx"), "0123456789")
 	write(t, filepath.Join(root, "sensevoice", "tokens.txt"), "abc")
 
-	reg, err := Load(context.Background(), config.Backends{ModelsDir: dir, Models: []config.Model{
+	reg, err := Load(context.Background(), config.Models{Dir: dir, Entries: []config.Model{
 		{Name: "small", Backend: WhisperCpp, Path: small},
 		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv)},
 		{Name: "gone", Backend: WhisperCpp, Path: filepath.Join(root, "nowhere.bin")},
@@ -111,7 +111,7 @@ func TestLoadRegistry(t *testing.T) {
 func TestLookup(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "ggml-x.bin"), "junk")
-	reg, err := Load(context.Background(), config.Backends{ModelsDir: dir, Models: []config.Model{{Name: "y", Backend: "b", Path: filepath.Join(dir, "y")}}})
+	reg, err := Load(context.Background(), config.Models{Dir: dir, Entries: []config.Model{{Name: "y", Backend: "b", Path: filepath.Join(dir, "y")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,17 +132,17 @@ func TestLookup(t *testing.T) {
 }
 
 func TestLoadMissingDir(t *testing.T) {
-	reg, err := Load(context.Background(), config.Backends{ModelsDir: filepath.Join(t.TempDir(), "not-yet")})
+	reg, err := Load(context.Background(), config.Models{Dir: filepath.Join(t.TempDir(), "not-yet")})
 	if err != nil || len(reg.Models()) != 0 || reg.Names() != "none" {
 		t.Errorf("missing models_dir: %v, %v", reg.Names(), err)
 	}
 	notDir := write(t, filepath.Join(t.TempDir(), "file"), "x")
-	if _, err := Load(context.Background(), config.Backends{ModelsDir: notDir}); err == nil || !strings.Contains(err.Error(), "scan models_dir") {
+	if _, err := Load(context.Background(), config.Models{Dir: notDir}); err == nil || !strings.Contains(err.Error(), "scan models_dir") {
 		t.Errorf("models_dir is a file: error %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Load(ctx, config.Backends{Models: []config.Model{{Name: "a", Backend: "b", Path: "/a"}}}); !errors.Is(err, context.Canceled) {
+	if _, err := Load(ctx, config.Models{Entries: []config.Model{{Name: "a", Backend: "b", Path: "/a"}}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -152,7 +152,7 @@ func TestLoadMissingDir(t *testing.T) {
 func TestEstimateRequest(t *testing.T) {
 	dir := t.TempDir()
 	copyTestModel(t, "for-tests-ggml-base.bin", dir, "ggml-base.bin")
-	reg, err := Load(context.Background(), config.Backends{ModelsDir: dir, Models: []config.Model{
+	reg, err := Load(context.Background(), config.Models{Dir: dir, Entries: []config.Model{
 		{Name: "medium", Backend: "faster-whisper", Path: dir},
 		{Name: "custom", Backend: "pytorch", Path: dir},
 		{Name: "sv", Backend: "sensevoice", Path: dir},
@@ -203,7 +203,7 @@ func TestScanDirAcceptsForTestsPrefix(t *testing.T) {
 	copyTestModel(t, "for-tests-ggml-base.en.bin", dir, "for-tests-ggml-base.en.bin")
 	real := copyTestModel(t, "for-tests-ggml-tiny.bin", dir, "ggml-tiny.bin")
 	write(t, filepath.Join(dir, "for-tests-ggml-small.bin"+PartialSuffix), "x")
-	r, err := Load(context.Background(), config.Backends{ModelsDir: dir})
+	r, err := Load(context.Background(), config.Models{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

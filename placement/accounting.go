@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -48,7 +47,7 @@ type Account struct {
 
 // Accounting applies the one formula to a GPU reading and the leases granted
 // on it. It is the only place available memory is computed.
-func Accounting(g inventory.GPU, cfg config.Placement, leases []LeaseUse) Account {
+func Accounting(g inventory.GPU, cfg Config, leases []LeaseUse) Account {
 	a := Account{
 		Index: g.Index, UUID: g.UUID, Name: g.Name,
 		TotalBytes: g.TotalBytes, UsedBytes: g.UsedBytes, FreeBytes: g.FreeBytes,

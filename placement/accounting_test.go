@@ -3,7 +3,7 @@ package placement
 import (
 	"testing"
 
-	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/confval"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -22,9 +22,9 @@ func seedSnapshot(t *testing.T) inventory.Snapshot {
 	return snap
 }
 
-func placementCfg(reserved int64, safety float64) config.Placement {
-	p := config.Defaults().Placement
-	p.Reserved, p.SafetyFactor = units.Bytes(reserved), config.Fraction(safety)
+func placementCfg(reserved int64, safety float64) Config {
+	p := DefaultConfig()
+	p.Reserved, p.SafetyFactor = units.Bytes(reserved), confval.Fraction(safety)
 	return p
 }
 

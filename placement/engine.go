@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/owner"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -30,8 +30,8 @@ type Store interface {
 
 // Options configures an Engine.
 type Options struct {
-	Placement config.Placement
-	Leases    config.Leases
+	Placement Config
+	Leases    LeaseConfig
 	// Inventory provides readings; required.
 	Inventory Snapshotter
 	// Store persists leases; nil keeps them in memory only.
@@ -53,10 +53,9 @@ type Options struct {
 // all mutable state; the methods send it closures and wait for the result,
 // except View, which reads the state the loop last published.
 type Engine struct {
-	ops     chan op
-	stopped chan struct{}
-	st      *state
-	board   *board // the published view; read by View from any goroutine
+	loop  *owner.Loop[*state]
+	st    *state
+	board *board // the published view; read by View from any goroutine
 
 	// later holds work other goroutines (the journal) hand back to the
 	// owner loop; kick wakes the loop for it.
@@ -76,17 +75,10 @@ func New(opts Options) *Engine {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
-	e := &Engine{ops: make(chan op), stopped: make(chan struct{}), st: newState(opts), kick: make(chan struct{}, 1)}
+	e := &Engine{loop: owner.New[*state](ErrStopped), st: newState(opts), kick: make(chan struct{}, 1)}
 	e.st.later, e.board = e.defer1, e.st.board
 	e.st.settle() // an empty view until the first reading
 	return e
-}
-
-// op is a step for the owner loop; done is closed once the view it changed
-// is published.
-type op struct {
-	f    func(*state)
-	done chan struct{}
 }
 
 // defer1 queues f to run on the owner loop; safe from any goroutine and
@@ -120,7 +112,7 @@ func randomID() string {
 // Run is the owner loop. It returns when ctx ends; waiting requests are then
 // rejected with ErrStopped. Leases stay in the store for the next start.
 func (e *Engine) Run(ctx context.Context) error {
-	defer close(e.stopped)
+	defer e.loop.Stop()
 	s := e.st
 	s.ctx = ctx
 	if s.journal != nil {
@@ -138,7 +130,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			s.shutdown()
 			s.settle()
 			return nil
-		case o := <-e.ops:
+		case o := <-e.loop.Ops():
 			e.runOps(s, o)
 		case <-e.kick:
 			e.runLater(s)
@@ -159,39 +151,24 @@ const maxBatch = 64
 
 // runOps runs o and the operations already queued behind it (up to
 // maxBatch), so that one publish serves them all.
-func (e *Engine) runOps(s *state, o op) {
+func (e *Engine) runOps(s *state, o owner.Op[*state]) {
 	for n := 1; ; n++ {
-		o.f(s)
-		done := o.done
-		s.answer(func() { close(done) })
+		o.Run(s)
+		s.answer(o.Finish)
 		if n == maxBatch {
 			return
 		}
 		select {
-		case o = <-e.ops:
+		case o = <-e.loop.Ops():
 		default:
 			return
 		}
 	}
 }
 
-// do runs f on the owner loop and waits for it.
-func (e *Engine) do(ctx context.Context, f func(*state)) error {
-	done := make(chan struct{})
-	select {
-	case e.ops <- op{f: f, done: done}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.stopped:
-		return ErrStopped
-	}
-	select {
-	case <-done:
-		return nil
-	case <-e.stopped:
-		return ErrStopped
-	}
-}
+// do runs f on the owner loop and waits until the view it changed is
+// published.
+func (e *Engine) do(ctx context.Context, f func(*state)) error { return e.loop.Do(ctx, f) }
 
 // Acquire asks for a lease. It returns at once when the request is granted
 // or cannot wait; otherwise it waits in the queue up to req.Wait (capped by
@@ -209,7 +186,7 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 	case <-ctx.Done():
 		_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
 		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, ctx.Err())
-	case <-e.stopped:
+	case <-e.loop.Stopped():
 		return Lease{}, ErrStopped
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/wsched/wsched/internal/config"
 )
 
 func TestGrantRelease(t *testing.T) {
@@ -261,7 +259,7 @@ func TestNoStarvation(t *testing.T) {
 
 func TestQueueBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, gpus(1, 24*GiB), func(c *config.Config, _ *Options) { c.Leases.MaxQueue = 2 })
+		r := newRig(t, gpus(1, 24*GiB), func(c *rigConfig, _ *Options) { c.Leases.MaxQueue = 2 })
 		defer r.stop()
 		full := r.fill(0, 24*GiB)
 		a, b := r.acquireAsync(req(GiB, wait(time.Hour))), r.acquireAsync(req(GiB, wait(time.Hour)))
@@ -368,8 +366,8 @@ func TestHolderExited(t *testing.T) {
 
 func TestReconcileOverrunAndForeign(t *testing.T) {
 	var killed []int
-	r := newRig(t, gpus(1, 24*GiB), func(c *config.Config, o *Options) {
-		c.Leases.Overrun = config.OverrunKill
+	r := newRig(t, gpus(1, 24*GiB), func(c *rigConfig, o *Options) {
+		c.Leases.Overrun = OverrunKill
 		o.Signal = func(pid int) { killed = append(killed, pid) }
 	})
 	events, cancel, _ := r.eng.Subscribe(context.Background())

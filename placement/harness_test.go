@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/internal/config"
+	"github.com/BurntSushi/toml"
+
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -20,7 +21,7 @@ const GiB = units.GiB
 // rig is an engine over a simulated machine, running in the background.
 type rig struct {
 	t      *testing.T
-	cfg    *config.Config
+	cfg    *rigConfig
 	sim    *inventory.Sim
 	reader *inventory.Reader
 	eng    *Engine
@@ -29,13 +30,21 @@ type rig struct {
 	done   chan struct{}
 }
 
-type rigOption func(*config.Config, *Options)
+// rigConfig holds the sections a rig's engine reads, named as in
+// internal/config's Config so options read the same.
+type rigConfig struct {
+	Placement Config
+	Leases    LeaseConfig
+	Inventory inventory.Config
+}
+
+type rigOption func(*rigConfig, *Options)
 
 // newRig starts an engine on the given simulated GPUs (each GPU: total
 // memory; no processes) or, with seedSim, on the seed's 8×4090 server.
-func newRig(t *testing.T, gpus []config.SimGPU, opts ...rigOption) *rig {
+func newRig(t *testing.T, gpus []inventory.SimGPU, opts ...rigOption) *rig {
 	t.Helper()
-	cfg := config.Defaults()
+	cfg := &rigConfig{Placement: DefaultConfig(), Leases: DefaultLeaseConfig(), Inventory: inventory.DefaultConfig()}
 	cfg.Placement.Reserved = 0
 	cfg.Placement.SafetyFactor = 1
 	cfg.Inventory.Sim = gpus
@@ -66,25 +75,27 @@ func (r *rig) stop() {
 }
 
 // gpus returns n empty simulated GPUs of size each.
-func gpus(n int, size int64) []config.SimGPU {
-	out := make([]config.SimGPU, n)
+func gpus(n int, size int64) []inventory.SimGPU {
+	out := make([]inventory.SimGPU, n)
 	for i := range out {
-		out[i] = config.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size), Temperature: 40}
+		out[i] = inventory.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size), Temperature: 40}
 	}
 	return out
 }
 
-func seedGPUs(t *testing.T) []config.SimGPU {
+func seedGPUs(t *testing.T) []inventory.SimGPU {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/sim-8x4090.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(data, "sim-8x4090.toml")
-	if err != nil {
+	var file struct {
+		Inventory inventory.Config `toml:"inventory"`
+	}
+	if err := toml.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
 	}
-	return cfg.Inventory.Sim
+	return file.Inventory.Sim
 }
 
 var nextPID atomic.Int64

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/wsched/wsched/internal/config"
 )
 
 // gatedStore is a BatchStore whose commits wait for a gate, counting
@@ -37,7 +35,7 @@ func (g *gatedStore) Apply(cs []Change) error {
 
 func TestGroupCommit(t *testing.T) {
 	gs := &gatedStore{memStore: *newMemStore(), gate: make(chan struct{})}
-	r := newRig(t, gpus(2, 80*GiB), func(_ *config.Config, o *Options) { o.Store = gs })
+	r := newRig(t, gpus(2, 80*GiB), func(_ *rigConfig, o *Options) { o.Store = gs })
 	const n = 20
 	results := make(chan result, n)
 	for i := 0; i < n; i++ {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/estimator"
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/internal/device"
 )
 
 // Sentinel errors. Rejections wrap one of these with the reason in words.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -145,7 +144,7 @@ func (s *state) checkOverrun(l *Lease, used int64, tol float64) {
 		s.log.Warn("lease overrun", "lease", l.ID, "holder", l.Holder.PID, "reason", reason)
 		l.Overrun = true
 		s.emit(EventOverrun, l, reason)
-		if s.opts.Leases.Overrun == config.OverrunKill && s.opts.Signal != nil {
+		if s.opts.Leases.Overrun == OverrunKill && s.opts.Signal != nil {
 			s.opts.Signal(l.Holder.PID)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/wsched/wsched/internal/config"
 )
 
 // TestObserveAttributesInOneCommit: the processes attributed to leases in a
@@ -15,7 +13,7 @@ import (
 func TestObserveAttributesInOneCommit(t *testing.T) {
 	gs := &gatedStore{memStore: *newMemStore(), gate: make(chan struct{})}
 	close(gs.gate)
-	r := newRig(t, gpus(1, 24*GiB), func(_ *config.Config, o *Options) { o.Store = gs })
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = gs })
 	a, b, gone := r.acquire(req(4*GiB)), r.acquire(req(4*GiB)), r.acquire(req(GiB))
 	r.release(gone.ID)
 	if err := r.eng.Sync(context.Background()); err != nil {
@@ -58,7 +56,7 @@ func TestObserveAttributesInOneCommit(t *testing.T) {
 // (here: blocked on a commit), and a caller sees its own change at once.
 func TestViewReadsWithoutTheLoop(t *testing.T) {
 	gs := &gatedStore{memStore: *newMemStore(), gate: make(chan struct{})}
-	r := newRig(t, gpus(1, 24*GiB), func(_ *config.Config, o *Options) { o.Store = gs })
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = gs })
 	granted := make(chan Lease, 1)
 	go func() {
 		l, _ := r.eng.Acquire(context.Background(), req(4*GiB))

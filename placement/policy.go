@@ -3,8 +3,6 @@ package placement
 import (
 	"cmp"
 	"slices"
-
-	"github.com/wsched/wsched/internal/config"
 )
 
 // Priority of a lease request.
@@ -23,7 +21,7 @@ func (p Priority) weight() float64 { return float64(p + 2) }
 // Pick chooses a GPU for a request of need bytes among accounts, by policy.
 // Only placeable GPUs whose available memory is at least need (and above 0)
 // qualify. ok is false when none does.
-func Pick(policy config.Policy, w config.ScoreWeights, accounts []Account, need int64, prio Priority) (Account, bool) {
+func Pick(policy Policy, w ScoreWeights, accounts []Account, need int64, prio Priority) (Account, bool) {
 	var fits []Account
 	for _, a := range accounts {
 		if a.Placeable && a.AvailableBytes >= need && a.AvailableBytes > 0 {
@@ -35,11 +33,11 @@ func Pick(policy config.Policy, w config.ScoreWeights, accounts []Account, need 
 	}
 	var best Account
 	switch policy {
-	case config.PolicyBinpack:
+	case PolicyBinpack:
 		best = slices.MinFunc(fits, func(a, b Account) int {
 			return cmp.Or(cmp.Compare(a.AvailableBytes, b.AvailableBytes), cmp.Compare(a.Index, b.Index))
 		})
-	case config.PolicyScore:
+	case PolicyScore:
 		best = slices.MaxFunc(fits, func(a, b Account) int {
 			return cmp.Or(cmp.Compare(Score(w, a, prio), Score(w, b, prio)), cmp.Compare(a.Index, b.Index))
 		})
@@ -68,7 +66,7 @@ func util(a Account) int {
 // same for every GPU of one request, so it never changes which GPU wins; it is
 // kept so scores compare with the seed's. Unknown utilization or temperature
 // score as 0 % and limit/2.
-func Score(w config.ScoreWeights, a Account, prio Priority) float64 {
+func Score(w ScoreWeights, a Account, prio Priority) float64 {
 	var memRatio float64
 	if a.TotalBytes > 0 {
 		memRatio = float64(max(0, a.AvailableBytes)) / float64(a.TotalBytes)

@@ -2,8 +2,6 @@ package placement
 
 import (
 	"testing"
-
-	"github.com/wsched/wsched/internal/config"
 )
 
 func acct(index int, avail int64, util, temp int) Account {
@@ -12,20 +10,20 @@ func acct(index int, avail int64, util, temp int) Account {
 }
 
 func TestPick(t *testing.T) {
-	w := config.Defaults().Placement.Score
+	w := DefaultConfig().Score
 	tests := []struct {
 		name   string
-		policy config.Policy
+		policy Policy
 		accs   []Account
 		need   int64
 		want   int
 	}{
-		{"spread: most available", config.PolicySpread, []Account{acct(0, 10*GiB, 0, 40), acct(1, 20*GiB, 90, 40), acct(2, 5*GiB, 0, 40)}, GiB, 1},
-		{"spread: tie by lower utilization", config.PolicySpread, []Account{acct(0, 10*GiB, 50, 40), acct(1, 10*GiB, 20, 40)}, GiB, 1},
-		{"spread: tie by higher index keeps GPU 0 free", config.PolicySpread, []Account{acct(0, 10*GiB, 20, 40), acct(1, 10*GiB, 20, 40), acct(2, 10*GiB, 20, 40)}, GiB, 2},
-		{"binpack: least that fits", config.PolicyBinpack, []Account{acct(0, 10*GiB, 0, 40), acct(1, 3*GiB, 0, 40), acct(2, GiB, 0, 40)}, 2 * GiB, 1},
-		{"score: memory outweighs utilization", config.PolicyScore, []Account{acct(0, 20*GiB, 50, 40), acct(1, 4*GiB, 0, 40)}, GiB, 0},
-		{"score: cool idle GPU wins on equal memory", config.PolicyScore, []Account{acct(0, 10*GiB, 80, 80), acct(1, 10*GiB, 10, 40)}, GiB, 1},
+		{"spread: most available", PolicySpread, []Account{acct(0, 10*GiB, 0, 40), acct(1, 20*GiB, 90, 40), acct(2, 5*GiB, 0, 40)}, GiB, 1},
+		{"spread: tie by lower utilization", PolicySpread, []Account{acct(0, 10*GiB, 50, 40), acct(1, 10*GiB, 20, 40)}, GiB, 1},
+		{"spread: tie by higher index keeps GPU 0 free", PolicySpread, []Account{acct(0, 10*GiB, 20, 40), acct(1, 10*GiB, 20, 40), acct(2, 10*GiB, 20, 40)}, GiB, 2},
+		{"binpack: least that fits", PolicyBinpack, []Account{acct(0, 10*GiB, 0, 40), acct(1, 3*GiB, 0, 40), acct(2, GiB, 0, 40)}, 2 * GiB, 1},
+		{"score: memory outweighs utilization", PolicyScore, []Account{acct(0, 20*GiB, 50, 40), acct(1, 4*GiB, 0, 40)}, GiB, 0},
+		{"score: cool idle GPU wins on equal memory", PolicyScore, []Account{acct(0, 10*GiB, 80, 80), acct(1, 10*GiB, 10, 40)}, GiB, 1},
 	}
 	for _, tt := range tests {
 		got, ok := Pick(tt.policy, w, tt.accs, tt.need, Normal)
@@ -35,7 +33,7 @@ func TestPick(t *testing.T) {
 	}
 	unplaceable := acct(0, 20*GiB, 0, 40)
 	unplaceable.Placeable = false
-	if _, ok := Pick(config.PolicySpread, w, []Account{unplaceable, acct(1, GiB/2, 0, 40)}, GiB, Normal); ok {
+	if _, ok := Pick(PolicySpread, w, []Account{unplaceable, acct(1, GiB/2, 0, 40)}, GiB, Normal); ok {
 		t.Error("picked an unplaceable GPU or one without room")
 	}
 }
@@ -43,7 +41,7 @@ func TestPick(t *testing.T) {
 // TestScoreMatchesSeed checks the weighted score against the seed's
 // _calculate_gpu_score by hand: 0.4·ratio + 0.3·(1−util) + 0.2·headroom + 0.1·weight/3.
 func TestScoreMatchesSeed(t *testing.T) {
-	w := config.Defaults().Placement.Score
+	w := DefaultConfig().Score
 	a := acct(0, 12*GiB, 30, 51)
 	want := 0.4*0.5 + 0.3*0.7 + 0.2*(85.0-51)/85 + 0.1*3.0/3
 	if got := Score(w, a, High); got < want-1e-9 || got > want+1e-9 {

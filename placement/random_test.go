@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed for TestRandomized (0: time-based)")
@@ -33,9 +33,9 @@ func TestRandomized(t *testing.T) {
 		seen := map[string]bool{} // lease IDs granted before this step
 		sims := gpus(8, 24*GiB)
 		for i := range sims {
-			sims[i].Processes = []config.SimProcess{{PID: 50000 + i, Name: "foreign", Used: units.Bytes(int64(i) * GiB / 2)}}
+			sims[i].Processes = []inventory.SimProcess{{PID: 50000 + i, Name: "foreign", Used: units.Bytes(int64(i) * GiB / 2)}}
 		}
-		r := newRig(t, sims, func(c *config.Config, o *Options) {
+		r := newRig(t, sims, func(c *rigConfig, o *Options) {
 			c.Placement.Reserved = units.Bytes(256 * units.MiB)
 			c.Placement.SafetyFactor = 0.9
 			c.Leases.MaxQueue = 64

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 // sentinels and the gRPC codes they travel as (documented in backend.proto).
@@ -59,7 +60,7 @@ func calls(ctx context.Context, b plugins.Backend) map[string]error {
 func TestSentinelsCrossTheWire(t *testing.T) {
 	for _, tt := range sentinels {
 		t.Run(tt.err.Error(), func(t *testing.T) {
-			b := connect(t, failing(fmt.Errorf("cuda malloc 2 GiB on GPU-1234: %w", tt.err)))
+			b := plugintest.Connect(t, failing(fmt.Errorf("cuda malloc 2 GiB on GPU-1234: %w", tt.err)))
 			for method, err := range calls(t.Context(), b) {
 				for _, other := range sentinels {
 					if got, want := errors.Is(err, other.err), other.err == tt.err; got != want {
@@ -100,7 +101,7 @@ func TestErrorCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := connect(t, failing(tt.err))
+			b := plugintest.Connect(t, failing(tt.err))
 			for method, err := range calls(t.Context(), b) {
 				var remote *plugins.RemoteError
 				if !errors.As(err, &remote) {

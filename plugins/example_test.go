@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 // wordBackend "transcribes" a file into one segment: the file's size.
@@ -52,12 +54,12 @@ func ExampleServe() {
 
 // TestExampleBackend runs the documented backend through the protocol.
 func TestExampleBackend(t *testing.T) {
-	b := connect(t, &wordBackend{log: slog.New(slog.DiscardHandler)})
+	b := plugintest.Connect(t, &wordBackend{log: slog.New(slog.DiscardHandler)})
 	ctx := t.Context()
 	if _, err := b.Load(ctx, plugins.LoadRequest{ModelPath: "/nonexistent"}); !errors.Is(err, plugins.ErrModelNotFound) {
 		t.Errorf("Load of a missing model = %v, want ErrModelNotFound", err)
 	}
-	rep, err := b.Load(ctx, plugins.LoadRequest{ModelPath: touch(t, "m.bin")})
+	rep, err := b.Load(ctx, plugins.LoadRequest{ModelPath: testshared.Touch(t, "m.bin")})
 	if err != nil || rep.TotalBytes != 1<<20 {
 		t.Errorf("Load = %+v, %v; want TotalBytes filled in as 1 MiB", rep, err)
 	}

@@ -65,7 +65,7 @@ func TestServeExec(t *testing.T) {
 		}
 	}
 
-	rep, err := b.Load(ctx, plugins.LoadRequest{ModelPath: touch(t, "model.bin"), Device: "cuda:0"})
+	rep, err := b.Load(ctx, plugins.LoadRequest{ModelPath: testshared.Touch(t, "model.bin"), Device: "cuda:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestServeExec(t *testing.T) {
 		t.Errorf("Load report = %+v, want model 1000, kv_self 200, encode 4, total 1234", rep)
 	}
 
-	audio := touch(t, "a.wav")
+	audio := testshared.Touch(t, "a.wav")
 	var events int
 	res, err := b.Transcribe(ctx, plugins.TranscribeRequest{AudioPath: audio, Extra: map[string]string{plugintest.Segments: "5"}},
 		func(plugins.Event) error { events++; return nil })

@@ -3,33 +3,12 @@ package plugins_test
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/go-plugin"
-
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
 )
-
-// connect serves impl and returns the host's view of it over a real gRPC
-// connection (a Unix socket), as the daemon would see it.
-func connect(t *testing.T, impl plugins.Backend) plugins.Backend {
-	t.Helper()
-	client, server := plugin.TestPluginGRPCConn(t, false, plugins.PluginSet(impl))
-	t.Cleanup(func() {
-		// Stop the server first: client.Close asks the server to stop itself,
-		// and go-plugin's GRPCServer.Stop is not safe to call twice at once.
-		server.Stop()
-		_ = client.Close()
-	})
-	b, err := plugins.Dispense(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // fake returns a plugintest.Fake whose environment is env, keyed by
 // variable name (use plugintest.Env for settings).
@@ -38,21 +17,11 @@ func fake(env map[string]string) *plugintest.Fake {
 	return plugintest.NewFake(lookup, slog.New(slog.DiscardHandler))
 }
 
-// touch creates an empty file and returns its path.
-func touch(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // loaded returns a connected fake with a model loaded.
 func loaded(t *testing.T, env map[string]string) plugins.Backend {
 	t.Helper()
-	b := connect(t, fake(env))
-	if _, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: touch(t, "model.bin"), Device: "cpu"}); err != nil {
+	b := plugintest.Connect(t, fake(env))
+	if _, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: testshared.Touch(t, "model.bin"), Device: "cpu"}); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 func TestInfo(t *testing.T) {
-	b := connect(t, fake(map[string]string{
+	b := plugintest.Connect(t, fake(map[string]string{
 		"CUDA_VISIBLE_DEVICES": "GPU-0f6e-test",
 		"CUDA_DEVICE_ORDER":    "PCI_BUS_ID",
 	}))
@@ -46,7 +47,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
-	model := touch(t, "model.bin")
+	model := testshared.Touch(t, "model.bin")
 	defaults, err := plugintest.ParseMemory("")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := connect(t, fake(map[string]string{plugintest.Env(plugintest.Memory): tt.memory}))
+			b := plugintest.Connect(t, fake(map[string]string{plugintest.Env(plugintest.Memory): tt.memory}))
 			extra := map[string]string{}
 			if tt.loadErr != "" {
 				extra[plugintest.LoadError] = tt.loadErr
@@ -122,7 +123,7 @@ func TestTranscribeStreams(t *testing.T) {
 		t.Run(fmt.Sprintf("%q/%d", tt.language, tt.segments), func(t *testing.T) {
 			b := loaded(t, map[string]string{plugintest.Env(plugintest.Segments): fmt.Sprint(tt.segments)})
 			var got []string
-			res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: touch(t, "a.wav"), Language: tt.language},
+			res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: testshared.Touch(t, "a.wav"), Language: tt.language},
 				func(ev plugins.Event) error {
 					got = append(got, eventString(ev))
 					return nil
@@ -183,7 +184,7 @@ func filterPrefix(ss []string, prefix string) []string {
 func TestReturnedSegments(t *testing.T) {
 	for _, tt := range []struct{ total, emitted int }{{3, 0}, {3, 2}, {3, 3}, {0, 0}} {
 		t.Run(fmt.Sprintf("%d of %d emitted", tt.emitted, tt.total), func(t *testing.T) {
-			b := connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
+			b := plugintest.Connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
 				var res plugins.Result
 				for i := range tt.total {
 					s := plugins.Segment{Index: 42, Text: fmt.Sprint("s", i)} // Index is the SDK's to set
@@ -233,7 +234,7 @@ func TestCancellation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			seen := make(chan error, 1)
-			b := connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
+			b := plugintest.Connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
 				if err := emit(plugins.ProgressEvent(1)); err != nil {
 					return plugins.Result{}, err
 				}
@@ -259,7 +260,7 @@ func TestCancellation(t *testing.T) {
 func TestDeadline(t *testing.T) {
 	t.Run("propagated", func(t *testing.T) {
 		hostDeadline := time.Now().Add(time.Hour)
-		b := connect(t, &stub{load: func(ctx context.Context, _ plugins.LoadRequest) (plugins.MemoryReport, error) {
+		b := plugintest.Connect(t, &stub{load: func(ctx context.Context, _ plugins.LoadRequest) (plugins.MemoryReport, error) {
 			// gRPC sends the time left, rounded up to its wire precision
 			// (here milliseconds), so allow that much.
 			d, ok := ctx.Deadline()
@@ -275,7 +276,7 @@ func TestDeadline(t *testing.T) {
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
-		b := connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, _ func(plugins.Event) error) (plugins.Result, error) {
+		b := plugintest.Connect(t, &stub{transcribe: func(ctx context.Context, _ plugins.TranscribeRequest, _ func(plugins.Event) error) (plugins.Result, error) {
 			<-ctx.Done()
 			return plugins.Result{}, ctx.Err()
 		}})
@@ -290,7 +291,7 @@ func TestDeadline(t *testing.T) {
 func TestUnloadAndHealth(t *testing.T) {
 	b := loaded(t, nil)
 	ctx := t.Context()
-	audio := touch(t, "a.wav")
+	audio := testshared.Touch(t, "a.wav")
 	if err := b.Health(ctx); err != nil {
 		t.Fatalf("Health = %v", err)
 	}
@@ -308,7 +309,7 @@ func TestUnloadAndHealth(t *testing.T) {
 	if _, err := b.Transcribe(ctx, plugins.TranscribeRequest{AudioPath: audio}, nil); !errors.Is(err, plugins.ErrNotLoaded) {
 		t.Errorf("Transcribe after Unload = %v, want ErrNotLoaded", err)
 	}
-	unhealthy := connect(t, fake(map[string]string{plugintest.Env(plugintest.HealthError): "unavailable"}))
+	unhealthy := plugintest.Connect(t, fake(map[string]string{plugintest.Env(plugintest.HealthError): "unavailable"}))
 	if err := unhealthy.Health(ctx); !errors.Is(err, plugins.ErrUnavailable) {
 		t.Errorf("Health of an unhealthy backend = %v, want ErrUnavailable", err)
 	}
@@ -321,7 +322,7 @@ func TestEmitMisuse(t *testing.T) {
 		mu    sync.Mutex
 		saved func(plugins.Event) error
 	)
-	b := connect(t, &stub{transcribe: func(_ context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
+	b := plugintest.Connect(t, &stub{transcribe: func(_ context.Context, _ plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
 		mu.Lock()
 		saved = emit
 		mu.Unlock()
@@ -342,7 +343,7 @@ func TestEmitMisuse(t *testing.T) {
 func TestConcurrentTranscribe(t *testing.T) {
 	const n, segs = 4, 5
 	b := loaded(t, map[string]string{plugintest.Env(plugintest.Segments): fmt.Sprint(segs)})
-	audio := touch(t, "a.wav")
+	audio := testshared.Touch(t, "a.wav")
 	errs := make(chan error, n)
 	for range n {
 		go func() {

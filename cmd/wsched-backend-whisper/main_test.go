@@ -13,11 +13,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
-
-	"github.com/wsched/wsched/plugins"
 
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 // TestSmoke is the backend's one exec test. It builds this command and
@@ -70,26 +69,7 @@ func build(t *testing.T) string {
 func start(t *testing.T, cmd *exec.Cmd, env []string) (plugins.Backend, int) {
 	t.Helper()
 	cmd.Env = env
-	cfg := plugins.ClientConfig(cmd)
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "backend", Level: hclog.Warn, Output: testWriter{t}})
-	client := plugin.NewClient(cfg)
-	t.Cleanup(client.Kill)
-	rpc, err := client.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := plugins.Dispense(rpc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, client.ReattachConfig().Pid
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return plugintest.Start(t, cmd, testshared.LogWriter(t), hclog.Warn)
 }
 
 // vmPeak reads a process's peak virtual memory size in bytes.

@@ -20,8 +20,9 @@ import (
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 // smokeDaemon serves one simulated 24 GiB GPU with the real backend in its
@@ -44,9 +45,9 @@ func smokeDaemon(t *testing.T, bin string) {
 	_ = os.WriteFile(filepath.Join(models, "ggml-tiny.en.bin"), data, 0o644)
 	cfg := config.Defaults()
 	cfg.Daemon.Socket, cfg.Daemon.StateDir = filepath.Join(dir, "wsched.sock"), filepath.Join(dir, "state")
-	cfg.Inventory.Provider = config.ProviderSim
-	cfg.Inventory.Sim = []config.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
-	cfg.Backends.PluginDir, cfg.Backends.DevDirs, cfg.Backends.ModelsDir = filepath.Dir(bin), nil, models
+	cfg.Inventory.Provider = inventory.ProviderSim
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
+	cfg.Backends.PluginDir, cfg.Backends.DevDirs, cfg.Models.Dir = filepath.Dir(bin), nil, models
 	cfg.Backends.KeepAlive = units.Duration(3 * time.Second)
 	c := runDaemon(t, cfg)
 
@@ -103,7 +104,7 @@ func smokeDaemon(t *testing.T, bin string) {
 
 func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
 	t.Helper()
-	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Version: "smoke"})
+	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testshared.LogWriter(t), nil)), Version: "smoke"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,18 +114,13 @@ func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
 	t.Cleanup(func() { cancel(); <-done })
 	c := client.New(cfg.Daemon.Socket)
 	t.Cleanup(c.Close)
-	for i := 0; c.Health(context.Background()) != nil; i++ {
-		if i > 1000 {
-			t.Fatal("daemon did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testshared.WaitHealthy(t, c)
 	return c
 }
 
 // jobStates submits a job, reads its SSE stream to the end, checks the
 // states it went through, and returns the finished job.
-func jobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) jobs.Job {
+func jobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) api.Job {
 	t.Helper()
 	ctx := context.Background()
 	j, err := c.SubmitJob(ctx, req)
@@ -132,8 +128,8 @@ func jobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) 
 		t.Fatal(err)
 	}
 	var states []string
-	err = c.JobEvents(ctx, j.ID, func(ev jobs.Event) error {
-		if ev.Type == jobs.EventState {
+	err = c.JobEvents(ctx, j.ID, func(ev api.JobEvent) error {
+		if ev.Type == api.JobEventState {
 			states = append(states, string(ev.State))
 		}
 		return nil

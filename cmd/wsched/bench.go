@@ -21,6 +21,7 @@ import (
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -132,9 +133,9 @@ func (a *app) benchDaemon(ctx context.Context, dir string, external bool) (strin
 	}
 	cfg := config.Defaults()
 	cfg.Daemon.StateDir = filepath.Join(dir, "state")
-	cfg.Inventory.Provider = config.ProviderSim
+	cfg.Inventory.Provider = inventory.ProviderSim
 	for i := 0; i < 8; i++ {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: "Simulated 80GB GPU", Memory: units.Bytes(80 * units.GiB)})
+		cfg.Inventory.Sim = append(cfg.Inventory.Sim, inventory.SimGPU{Name: "Simulated 80GB GPU", Memory: units.Bytes(80 * units.GiB)})
 	}
 	socket := filepath.Join(dir, "wsched.sock")
 	ln, err := net.Listen("unix", socket)

@@ -13,7 +13,9 @@ func newConfigCmd(a *app) *cobra.Command {
 		Short: "Validate the configuration and print the effective values",
 		Long: `Validate the configuration (--config, $WSCHED_CONFIG, or /etc/wsched/wsched.toml)
 strictly and print the effective configuration: the file's values over the
-defaults, with the environment overrides applied.`,
+defaults, with the environment overrides applied. Keys that were renamed
+(the [backends] keys now in [jobs] and [models]) are still read; each is
+reported with its new name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig()
@@ -25,6 +27,9 @@ defaults, with the environment overrides applied.`,
 				src = "built-in defaults (no config file)"
 			}
 			fmt.Fprintf(a.out, "# config OK: %s\n", src)
+			for _, d := range cfg.Deprecations {
+				fmt.Fprintf(a.out, "# deprecated: %s\n", d)
+			}
 			if cfg.DeviceVar != "" {
 				fmt.Fprintf(a.out, "# device pin: %s (from %s)\n", cfg.Device, cfg.DeviceVar)
 			}

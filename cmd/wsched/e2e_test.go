@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 )
@@ -101,12 +102,7 @@ func (e *e2e) waitHealthy() {
 	e.t.Helper()
 	c := e.client()
 	defer c.Close()
-	for i := 0; c.Health(context.Background()) != nil; i++ {
-		if i > 1000 {
-			e.t.Fatal("daemon did not answer within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testshared.WaitHealthy(e.t, c)
 }
 
 func sleeper(t *testing.T) *exec.Cmd {

@@ -430,7 +430,7 @@ func largestModels(est *estimator.Estimator, req estimator.Request, fits string)
 func cliExplain(r estimator.Result, mf *modelFile) []string {
 	var out []string
 	if mf != nil {
-		line := fmt.Sprintf("model file %s: %d bytes, %s weights, %s", mf.Path, mf.FileBytes, mf.WeightType, estimator.FormatBytes(mf.WeightBytes))
+		line := fmt.Sprintf("model file %s: %d bytes, %s weights, %s", mf.Path, mf.FileBytes, mf.WeightType, units.FormatBytes(mf.WeightBytes))
 		if mf.SHA256 != "" {
 			line += ", sha256 " + mf.SHA256
 		}
@@ -464,10 +464,10 @@ func writeEstimate(w io.Writer, v estimateView, req estimator.Request, explain b
 	for _, l := range v.Largest {
 		where := availableLabel(l)
 		if !l.Fits {
-			fmt.Fprintf(w, "  %s: none fits (%s needs %s)\n", where, l.Model, estimator.FormatBytes(l.RecommendedBytes))
+			fmt.Fprintf(w, "  %s: none fits (%s needs %s)\n", where, l.Model, units.FormatBytes(l.RecommendedBytes))
 			continue
 		}
-		fmt.Fprintf(w, "  %s: %s (recommended %s)\n", where, l.Model, estimator.FormatBytes(l.RecommendedBytes))
+		fmt.Fprintf(w, "  %s: %s (recommended %s)\n", where, l.Model, units.FormatBytes(l.RecommendedBytes))
 	}
 	return nil
 }
@@ -475,7 +475,7 @@ func writeEstimate(w io.Writer, v estimateView, req estimator.Request, explain b
 // availableLabel names the memory a largest-model answer is for.
 func availableLabel(l largestModel) string {
 	if l.GPU != nil {
-		return fmt.Sprintf("gpu %d, %s available", *l.GPU, estimator.FormatBytes(l.AvailableBytes))
+		return fmt.Sprintf("gpu %d, %s available", *l.GPU, units.FormatBytes(l.AvailableBytes))
 	}
-	return estimator.FormatBytes(l.AvailableBytes)
+	return units.FormatBytes(l.AvailableBytes)
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -158,11 +158,11 @@ func recommend(cfg *config.Config, accounts []placement.Account) recommendation 
 	return gpuRecommendation(cfg, acc, policyReason(cfg.Placement.Policy))
 }
 
-func policyReason(p config.Policy) string {
+func policyReason(p placement.Policy) string {
 	switch p {
-	case config.PolicyBinpack:
+	case placement.PolicyBinpack:
 		return "least available memory (policy binpack)"
-	case config.PolicyScore:
+	case placement.PolicyScore:
 		return "highest score (policy score)"
 	}
 	return "most available memory (policy spread)"

@@ -14,7 +14,6 @@ import (
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/transcript"
 )
 
@@ -48,7 +47,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 			return a.transcribe(cmd.Context(), files, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.model, "model", "", "model to use (default: [backends] default_model)")
+	cmd.Flags().StringVar(&f.model, "model", "", "model to use (default: [models] default)")
 	cmd.Flags().StringVar(&f.language, "language", "", "spoken language (ISO 639-1, e.g. en); default: detect")
 	cmd.Flags().StringVar(&f.format, "format", "txt", "output format: txt, srt, vtt or json")
 	cmd.Flags().StringVar(&f.priority, "priority", "normal", "high, normal or low")
@@ -62,7 +61,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 // fileJob is one file's job as transcribe follows it.
 type fileJob struct {
 	file string
-	job  jobs.Job
+	job  api.Job
 	line string
 }
 
@@ -88,7 +87,7 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 	view := newJobsProgress(a.err, isTerminal(a.err), fjs)
 	failed := 0
 	for _, fj := range fjs {
-		done, err := followJob(ctx, c, fj.job.ID, func(ev jobs.Event) { view.update(fj, ev) })
+		done, err := followJob(ctx, c, fj.job.ID, func(ev api.JobEvent) { view.update(fj, ev) })
 		if err != nil {
 			return fmt.Errorf("%s: %w", fj.file, err)
 		}
@@ -96,7 +95,7 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 		if werr := a.writeResult(fj, f); werr != nil {
 			return werr
 		}
-		if done.State != jobs.Completed {
+		if done.State != api.JobCompleted {
 			failed++
 		}
 		view.finish(fj)
@@ -107,13 +106,13 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 	return nil
 }
 
-func submitFile(ctx context.Context, c *client.Client, file string, f transcribeFlags) (jobs.Job, error) {
+func submitFile(ctx context.Context, c *client.Client, file string, f transcribeFlags) (api.Job, error) {
 	req := api.JobRequest{Model: f.model, Language: f.language, Format: cliFormats[f.format].format, Priority: f.priority,
 		Translate: f.translate, Prompt: f.prompt}
 	if !f.upload {
 		abs, err := filepath.Abs(file)
 		if err != nil {
-			return jobs.Job{}, err
+			return api.Job{}, err
 		}
 		req.AudioPath = abs
 		j, err := c.SubmitJob(ctx, req)
@@ -126,16 +125,16 @@ func submitFile(ctx context.Context, c *client.Client, file string, f transcribe
 }
 
 // followJob streams a job's events until it finishes and returns it.
-func followJob(ctx context.Context, c *client.Client, id string, on func(jobs.Event)) (jobs.Job, error) {
-	err := c.JobEvents(ctx, id, func(ev jobs.Event) error { on(ev); return nil })
+func followJob(ctx context.Context, c *client.Client, id string, on func(api.JobEvent)) (api.Job, error) {
+	err := c.JobEvents(ctx, id, func(ev api.JobEvent) error { on(ev); return nil })
 	if err != nil && ctx.Err() == nil {
-		return jobs.Job{}, err
+		return api.Job{}, err
 	}
 	if ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = c.CancelJob(cctx, id)
-		return jobs.Job{}, ctx.Err()
+		return api.Job{}, ctx.Err()
 	}
 	return c.Job(ctx, id)
 }
@@ -144,7 +143,7 @@ func followJob(ctx context.Context, c *client.Client, id string, on func(jobs.Ev
 // stdout; a failed job's reason goes to stderr.
 func (a *app) writeResult(fj *fileJob, f transcribeFlags) error {
 	j := fj.job
-	if j.State != jobs.Completed || j.Result == nil {
+	if j.State != api.JobCompleted || j.Result == nil {
 		fmt.Fprintf(a.err, "%s: %s: %s\n", fj.file, j.State, j.Error)
 		return nil
 	}
@@ -179,12 +178,12 @@ func newJobsProgress(w io.Writer, tty bool, files []*fileJob) *jobsProgress {
 	return &jobsProgress{w: w, tty: tty, files: files, last: map[*fileJob]string{}}
 }
 
-func (p *jobsProgress) update(fj *fileJob, ev jobs.Event) {
+func (p *jobsProgress) update(fj *fileJob, ev api.JobEvent) {
 	fj.job = ev.Job
-	if ev.Type == jobs.EventState {
+	if ev.Type == api.JobEventState {
 		fj.job.State = ev.State
 	}
-	if ev.Type == jobs.EventProgress {
+	if ev.Type == api.JobEventProgress {
 		fj.job.Progress = ev.Progress
 	}
 	p.show(fj, false)
@@ -222,11 +221,11 @@ func describeJob(fj *fileJob) string {
 		where = fmt.Sprintf(" GPU %d", j.GPUIndex)
 	}
 	switch j.State {
-	case jobs.Processing:
+	case api.JobProcessing:
 		return fmt.Sprintf("%s: %s %3.0f%%%s", fj.file, bar(j.Progress, 20), j.Progress, where)
-	case jobs.Completed:
+	case api.JobCompleted:
 		return fmt.Sprintf("%s: completed%s %s", fj.file, where, fj.line)
-	case jobs.Failed, jobs.Cancelled:
+	case api.JobFailed, api.JobCancelled:
 		return fmt.Sprintf("%s: %s: %s", fj.file, j.State, j.Error)
 	}
 	return fmt.Sprintf("%s: %s%s", fj.file, j.State, where)
@@ -263,7 +262,7 @@ func newJobsCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func renderJobs(w io.Writer, js []jobs.Job) error {
+func renderJobs(w io.Writer, js []api.Job) error {
 	if len(js) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
@@ -279,7 +278,7 @@ func renderJobs(w io.Writer, js []jobs.Job) error {
 		if j.Error != "" {
 			notes = append(notes, j.Error)
 		}
-		t.add([]string{j.ID, string(j.State), j.Spec.Model, j.Spec.Priority.String(), fmt.Sprintf("%.0f%%", j.Progress), gpu,
+		t.add([]string{j.ID, string(j.State), j.Spec.Model, j.Spec.Priority, fmt.Sprintf("%.0f%%", j.Progress), gpu,
 			units.FormatBytes(j.MemoryBytes), fmt.Sprint(j.Attempts), time.Since(j.Created).Round(time.Second).String()}, notes...)
 	}
 	return t.render(w, "  ")
@@ -297,7 +296,7 @@ func newJobCmd(a *app) *cobra.Command {
 				return err
 			}
 			if follow {
-				err := c.JobEvents(cmd.Context(), args[0], func(ev jobs.Event) error {
+				err := c.JobEvents(cmd.Context(), args[0], func(ev api.JobEvent) error {
 					if asJSON {
 						return a.printJSON(ev)
 					}
@@ -323,19 +322,19 @@ func newJobCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func jobEventLine(ev jobs.Event) string {
+func jobEventLine(ev api.JobEvent) string {
 	switch ev.Type {
-	case jobs.EventState:
+	case api.JobEventState:
 		return fmt.Sprintf("%s state %s", ev.Time.Format("15:04:05.000"), ev.State)
-	case jobs.EventProgress:
+	case api.JobEventProgress:
 		return fmt.Sprintf("%s progress %.0f%%", ev.Time.Format("15:04:05.000"), ev.Progress)
-	case jobs.EventSegment:
+	case api.JobEventSegment:
 		return fmt.Sprintf("%s segment [%s → %s] %s", ev.Time.Format("15:04:05.000"), ev.Segment.Start, ev.Segment.End, strings.TrimSpace(ev.Segment.Text))
 	}
 	return string(ev.Type)
 }
 
-func renderJob(w io.Writer, j jobs.Job) error {
+func renderJob(w io.Writer, j api.Job) error {
 	fmt.Fprintf(w, "job %s: %s (attempt %d), model %s, priority %s\n", j.ID, j.State, j.Attempts, j.Spec.Model, j.Spec.Priority)
 	fmt.Fprintf(w, "audio %s\n", j.Spec.AudioPath)
 	if j.LeaseID != "" {

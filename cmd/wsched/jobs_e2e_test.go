@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
@@ -32,7 +31,7 @@ dev_dirs = []
 default_model = "fake-tiny"
 models_dir = %q
 
-[[backends.model]]
+[[models.model]]
 name = "fake-tiny"
 backend = "fake"
 path = %q
@@ -117,7 +116,7 @@ func TestDaemonKilledWithQueuedJob(t *testing.T) {
 	for i := 0; ; i++ {
 		got, err := c.Job(ctx, j.ID)
 		if err == nil && got.State.Finished() {
-			if got.State != jobs.Completed {
+			if got.State != api.JobCompleted {
 				t.Fatalf("job after restart: %s %s", got.State, got.Error)
 			}
 			break

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -89,8 +91,33 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "deprecated") {
+		t.Errorf("the default file uses deprecated keys:\n%s", out)
+	}
 	_, _, err = runCLI(t, map[string]string{"WSCHED_DEVICE": "cuda:x"}, "config", "check", "--config", "../../wsched.toml")
 	if err == nil || err.Error() != `WSCHED_DEVICE: invalid device "cuda:x": cuda:N needs a GPU index N >= 0` {
 		t.Errorf("bad device env: %v", err)
+	}
+}
+
+// TestConfigCheckDeprecated: an old [backends] key is applied to its new
+// key and config check names both.
+func TestConfigCheckDeprecated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.toml")
+	if err := os.WriteFile(path, []byte("[backends]\njob_timeout = \"2h\"\nmodels_url = \"https://mirror.example/m\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, nil, "config", "check", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# deprecated: " + path + ":2: backends.job_timeout is deprecated, use jobs.timeout (the value was applied)",
+		"# deprecated: " + path + ":3: backends.models_url is deprecated, use models.url (the value was applied)",
+		"[jobs]", `timeout = "2h0m0s"`, `url = "https://mirror.example/m"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/models"
 )
 
@@ -44,8 +45,8 @@ func newModelsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models",
 		Short: "List the models wsched serves; download whisper.cpp models",
-		Long: `The models wsched serves are the [[backends.model]] entries of the config and
-the whisper.cpp files ggml-NAME.bin in [backends] models_dir (or
+		Long: `The models wsched serves are the [[models.model]] entries of the config and
+the whisper.cpp files ggml-NAME.bin in [models] dir (or
 $WSCHED_MODELS_DIR), served as model NAME. A configured entry wins over a file
 of the same name.`,
 	}
@@ -77,7 +78,7 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	reg, err := models.Load(ctx, cfg.Backends)
+	reg, err := models.Load(ctx, cfg.Models)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func estimateModel(est *estimator.Estimator, m models.Model, gpus []estimator.GP
 func writeModels(w io.Writer, v modelsView) error {
 	fmt.Fprintf(w, "%d model(s); models_dir %s\n", len(v.Models), v.ModelsDir)
 	if len(v.Models) == 0 {
-		fmt.Fprintln(w, "no models: add [[backends.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
+		fmt.Fprintln(w, "no models: add [[models.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
 	} else if err := modelsTable(v).render(w, "  "); err != nil {
 		return err
 	}
@@ -140,9 +141,9 @@ func modelsTable(v modelsView) *table {
 	}
 	t.header = append(t.header, "PATH")
 	for _, m := range v.Models {
-		row := []string{m.Name, m.Backend, dash(m.SizeBytes > 0, estimator.FormatBytes(m.SizeBytes)), "-"}
+		row := []string{m.Name, m.Backend, dash(m.SizeBytes > 0, units.FormatBytes(m.SizeBytes)), "-"}
 		if m.Estimate != nil {
-			row[3] = estimator.FormatBytes(m.Estimate.RecommendedBytes)
+			row[3] = units.FormatBytes(m.Estimate.RecommendedBytes)
 		}
 		for i := range v.GPUs {
 			row = append(row, fitCell(m.Estimate, i))
@@ -195,8 +196,8 @@ func newModelsPullCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull NAME",
 		Short: "Download a whisper.cpp model into models_dir, with resume and SHA-1 check",
-		Long: `Download the whisper.cpp model NAME as ggml-NAME.bin from [backends] models_url
-(default the whisper.cpp repository on Hugging Face) into [backends] models_dir.
+		Long: `Download the whisper.cpp model NAME as ggml-NAME.bin from [models] url
+(default the whisper.cpp repository on Hugging Face) into [models] dir.
 An interrupted download leaves ggml-NAME.bin.partial, which the next pull
 resumes with an HTTP Range request. The finished file is checked against the
 SHA-1 that whisper.cpp publishes; on a mismatch it is deleted and the command
@@ -212,8 +213,8 @@ Names: ` + models.DefaultCatalog().Names(),
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", "", "base URL to download ggml-NAME.bin from (default [backends] models_url)")
-	fl.StringVar(&f.dir, "dir", "", "directory to save into (default [backends] models_dir)")
+	fl.StringVar(&f.url, "url", "", "base URL to download ggml-NAME.bin from (default [models] url)")
+	fl.StringVar(&f.dir, "dir", "", "directory to save into (default [models] dir)")
 	fl.StringVar(&f.sha1, "sha1", "", "expected SHA-1 (hex), instead of the published one")
 	fl.BoolVar(&f.force, "force", false, "download even if the file exists")
 	fl.IntVar(&f.retries, "retries", 3, "further attempts after a dropped transfer, each resuming")
@@ -225,7 +226,7 @@ func (a *app) modelsPull(ctx context.Context, name string, f pullFlags) error {
 	if err != nil {
 		return err
 	}
-	opts := models.PullOptions{Dir: cfg.Backends.ModelsDir, BaseURL: cfg.Backends.ModelsURL, SHA1: f.sha1,
+	opts := models.PullOptions{Dir: cfg.Models.Dir, BaseURL: cfg.Models.URL, SHA1: f.sha1,
 		Force: f.force, Retries: f.retries, Log: a.logger(cfg)}
 	if f.url != "" {
 		opts.BaseURL = f.url
@@ -247,7 +248,7 @@ func (a *app) modelsPull(ctx context.Context, name string, f pullFlags) error {
 
 func writePullResult(w io.Writer, r models.PullResult) error {
 	if r.Existed {
-		_, err := fmt.Fprintf(w, "%s is already there (%s): %s; --force downloads it again\n", r.Model, estimator.FormatBytes(r.Bytes), r.Path)
+		_, err := fmt.Fprintf(w, "%s is already there (%s): %s; --force downloads it again\n", r.Model, units.FormatBytes(r.Bytes), r.Path)
 		return err
 	}
 	check := "SHA-1 " + r.SHA1 + " verified"
@@ -256,9 +257,9 @@ func writePullResult(w io.Writer, r models.PullResult) error {
 	}
 	var resumed string
 	if r.ResumedBytes > 0 {
-		resumed = fmt.Sprintf(", resumed after %s", estimator.FormatBytes(r.ResumedBytes))
+		resumed = fmt.Sprintf(", resumed after %s", units.FormatBytes(r.ResumedBytes))
 	}
-	_, err := fmt.Fprintf(w, "saved %s: %s (%s%s, %s)\n", r.Model, r.Path, estimator.FormatBytes(r.Bytes), resumed, check)
+	_, err := fmt.Fprintf(w, "saved %s: %s (%s%s, %s)\n", r.Model, r.Path, units.FormatBytes(r.Bytes), resumed, check)
 	return err
 }
 
@@ -294,11 +295,11 @@ func (p *pullProgress) update(pr models.Progress) {
 		p.attempt, p.start, p.startBytes = pr.Attempt, t, pr.Bytes
 		p.nextLine = 0
 		if pr.ResumedBytes > 0 && !pr.Verifying {
-			p.line(fmt.Sprintf("%s: resuming at %s", pr.Model, estimator.FormatBytes(pr.ResumedBytes)))
+			p.line(fmt.Sprintf("%s: resuming at %s", pr.Model, units.FormatBytes(pr.ResumedBytes)))
 		}
 	}
 	if pr.Verifying {
-		p.line(fmt.Sprintf("%s: %s downloaded; verifying SHA-1", pr.Model, estimator.FormatBytes(pr.Bytes)))
+		p.line(fmt.Sprintf("%s: %s downloaded; verifying SHA-1", pr.Model, units.FormatBytes(pr.Bytes)))
 		return
 	}
 	if p.tty {
@@ -355,12 +356,12 @@ func (p *pullProgress) status(pr models.Progress, t time.Time, bar bool) string 
 			n := int(frac * barWidth)
 			fmt.Fprintf(&b, " [%s%s]", strings.Repeat("=", n), strings.Repeat(" ", barWidth-n))
 		}
-		fmt.Fprintf(&b, " %3.0f%% %s of %s", 100*frac, estimator.FormatBytes(pr.Bytes), estimator.FormatBytes(pr.TotalBytes))
+		fmt.Fprintf(&b, " %3.0f%% %s of %s", 100*frac, units.FormatBytes(pr.Bytes), units.FormatBytes(pr.TotalBytes))
 	} else {
-		fmt.Fprintf(&b, " %s", estimator.FormatBytes(pr.Bytes))
+		fmt.Fprintf(&b, " %s", units.FormatBytes(pr.Bytes))
 	}
 	if rate > 0 {
-		fmt.Fprintf(&b, ", %s/s", estimator.FormatBytes(int64(rate)))
+		fmt.Fprintf(&b, ", %s/s", units.FormatBytes(int64(rate)))
 		if pr.TotalBytes > 0 && pr.Bytes < pr.TotalBytes {
 			eta := time.Duration(float64(pr.TotalBytes-pr.Bytes) / rate * float64(time.Second))
 			fmt.Fprintf(&b, ", ETA %s", eta.Round(time.Second))

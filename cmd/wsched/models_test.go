@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/models"
 )
 
@@ -209,7 +209,7 @@ func TestModelsList(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ggml-tiny.bin.partial"), src[:1000], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	text := modelsSim + fmt.Sprintf("[backends]\nmodels_dir = %q\n[[backends.model]]\nname = \"large\"\nbackend = \"whisper.cpp\"\npath = \"/nowhere/ggml-large-v3.bin\"\n", dir)
+	text := modelsSim + fmt.Sprintf("[backends]\nmodels_dir = %q\n[[models.model]]\nname = \"large\"\nbackend = \"whisper.cpp\"\npath = \"/nowhere/ggml-large-v3.bin\"\n", dir)
 	cfg := filepath.Join(t.TempDir(), "wsched.toml")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func TestModelsList(t *testing.T) {
 	for _, want := range []string{
 		"2 model(s); models_dir " + dir,
 		"\nunfinished download: tiny (`wsched models pull tiny` resumes it)\n",
-		"NAME   BACKEND          SIZE    ESTIMATE  GPU 0  GPU 1",
-		"base   whisper.cpp  575451 B  " + estimator.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
+		"NAME   BACKEND            SIZE    ESTIMATE  GPU 0  GPU 1",
+		"base   whisper.cpp  561.96 KiB  " + units.FormatBytes(base.Estimate.RecommendedBytes) + "  no     yes ×" + strconv.FormatInt(base.Estimate.GPUs[1].Copies, 10),
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

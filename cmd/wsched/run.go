@@ -16,8 +16,8 @@ import (
 
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 )
 

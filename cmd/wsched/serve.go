@@ -23,6 +23,9 @@ restart when their holders still live. SIGTERM shuts down gracefully.`,
 				return err
 			}
 			log := a.logger(cfg)
+			for _, d := range cfg.Deprecations {
+				log.Warn("deprecated config key: its value was applied to the new key", "old", d.Old, "new", d.New, "file", d.File, "line", d.Line)
+			}
 			d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Version: version})
 			if err != nil {
 				return err

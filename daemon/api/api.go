@@ -1,17 +1,11 @@
-// Package api defines the JSON of wsched's HTTP API (version 1): requests,
-// responses and errors shared by the daemon and its clients, and the
-// environment a granted lease hands to the process that runs under it.
+// Package api defines the JSON of wsched's HTTP API (version 1): the wire
+// types of requests, responses and errors shared by the daemon and its
+// clients. It imports none of the daemon's engines, so a client links no
+// TOML, NVML or placement code; daemon/api/convert builds these types from
+// the engines' values.
 package api
 
-import (
-	"fmt"
-	"strconv"
-	"time"
-
-	"github.com/wsched/wsched/estimator"
-	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/inventory"
-)
+import "time"
 
 // MaxBodyBytes bounds request bodies; larger ones are answered 413.
 const MaxBodyBytes = 64 << 10
@@ -80,7 +74,7 @@ type Lease struct {
 	MemoryBytes   int64             `json:"memory_bytes"`
 	Device        string            `json:"device"`
 	Priority      string            `json:"priority"`
-	Holder        placement.Holder  `json:"holder"`
+	Holder        Holder            `json:"holder"`
 	PIDs          []int             `json:"pids,omitempty"`
 	TTLSeconds    float64           `json:"ttl_seconds"`
 	Created       time.Time         `json:"created"`
@@ -92,58 +86,10 @@ type Lease struct {
 	PeakBytes     int64             `json:"peak_bytes,omitempty"`
 	Overrun       bool              `json:"overrun,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
-	EstimateKey   *estimator.Key    `json:"estimate_key,omitempty"`
+	EstimateKey   *EstimateKey      `json:"estimate_key,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Estimate      any               `json:"estimate,omitempty"`
 	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// FromLease converts an engine lease; granted leases carry their Env.
-func FromLease(l placement.Lease) Lease {
-	out := Lease{
-		ID: l.ID, State: string(l.State), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, GPUName: l.GPUName,
-		MemoryBytes: l.Bytes, Device: l.Device.String(), Priority: l.Priority.String(), Holder: l.Holder,
-		PIDs: l.PIDs, TTLSeconds: l.TTL.Seconds(), Created: l.Created, Granted: optTime(l.Granted),
-		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes, PeakBytes: l.PeakBytes,
-		Overrun: l.Overrun, Labels: l.Labels, EstimateKey: l.EstimateKey, GPUTotalBytes: l.GPUTotalBytes,
-	}
-	if l.GPU == placement.CPU {
-		out.GPUUUID = ""
-	}
-	if l.State == placement.StateGranted {
-		out.Env = Env(l)
-	}
-	return out
-}
-
-// Env is the environment that pins a process to its lease: the GPU by UUID
-// (so the process sees exactly one device, as cuda:0), the lease's identity
-// and size, and the fraction of the GPU it may use
-// (torch.cuda.set_per_process_memory_fraction). CPU leases hide all GPUs.
-func Env(l placement.Lease) map[string]string {
-	env := map[string]string{
-		"WSCHED_LEASE_ID":     l.ID,
-		"WSCHED_MEMORY_BYTES": strconv.FormatInt(l.Bytes, 10),
-	}
-	if l.GPU == placement.CPU || l.GPU == "" {
-		env["CUDA_VISIBLE_DEVICES"] = ""
-		env["SENSEVOICE_DEVICE"] = "cpu"
-		return env
-	}
-	env["CUDA_VISIBLE_DEVICES"] = l.GPU
-	env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-	env["SENSEVOICE_DEVICE"] = "cuda:0"
-	if l.GPUTotalBytes > 0 {
-		env["WSCHED_MEMORY_FRACTION"] = fmt.Sprintf("%.4f", float64(l.Bytes)/float64(l.GPUTotalBytes))
-	}
-	return env
 }
 
 // Event is one placement event on GET /v1/events.
@@ -153,13 +99,6 @@ type Event struct {
 	Type   string    `json:"type"`
 	Lease  Lease     `json:"lease"`
 	Reason string    `json:"reason,omitempty"`
-}
-
-// FromEvent converts an engine event (without Env: events are broadcast).
-func FromEvent(e placement.Event) Event {
-	l := FromLease(e.Lease)
-	l.Env = nil
-	return Event{Seq: e.Seq, Time: e.Time, Type: string(e.Type), Lease: l, Reason: e.Reason}
 }
 
 // GPUs is the body of GET /v1/gpus.
@@ -173,27 +112,20 @@ type GPUs struct {
 	Queue    []Lease   `json:"queue"`
 }
 
-// GPU is one GPU: its reading, its accounting and the leases on it.
-type GPU struct {
-	inventory.GPU
-	Accounting placement.Account `json:"accounting"`
-	Leases     []Lease           `json:"leases"`
-}
-
 // Status is the body of GET /v1/status.
 type Status struct {
-	Version         string          `json:"version"`
-	PID             int             `json:"pid"`
-	Started         time.Time       `json:"started"`
-	Socket          string          `json:"socket"`
-	StateDir        string          `json:"state_dir"`
-	Provider        string          `json:"provider"`
-	Policy          string          `json:"policy"`
-	GPUs            int             `json:"gpus"`
-	Leases          int             `json:"leases"`
-	LeasedBytes     int64           `json:"leased_bytes"`
-	QueueLength     int             `json:"queue_length"`
-	QueueByPrio     map[string]int  `json:"queue_by_priority"`
-	Stats           placement.Stats `json:"stats"`
-	SocketActivated bool            `json:"socket_activated"`
+	Version         string         `json:"version"`
+	PID             int            `json:"pid"`
+	Started         time.Time      `json:"started"`
+	Socket          string         `json:"socket"`
+	StateDir        string         `json:"state_dir"`
+	Provider        string         `json:"provider"`
+	Policy          string         `json:"policy"`
+	GPUs            int            `json:"gpus"`
+	Leases          int            `json:"leases"`
+	LeasedBytes     int64          `json:"leased_bytes"`
+	QueueLength     int            `json:"queue_length"`
+	QueueByPrio     map[string]int `json:"queue_by_priority"`
+	Stats           Stats          `json:"stats"`
+	SocketActivated bool           `json:"socket_activated"`
 }

@@ -1,5 +1,11 @@
 package api
 
+import (
+	"time"
+
+	"github.com/wsched/wsched/jobs/transcript"
+)
+
 // JobRequest is the JSON body of POST /v1/jobs, or the fields of a
 // multipart/form-data upload whose "file" part is the audio.
 type JobRequest struct {
@@ -16,4 +22,97 @@ type JobRequest struct {
 	Priority string `json:"priority,omitempty"`
 	// KeepAliveSeconds keeps the loaded model warm after the job.
 	KeepAliveSeconds float64 `json:"keep_alive_seconds,omitempty"`
+}
+
+// JobState is a job's place in its lifecycle.
+type JobState string
+
+// Job states.
+const (
+	JobPending    JobState = "pending"
+	JobLoading    JobState = "loading"
+	JobProcessing JobState = "processing"
+	JobCompleted  JobState = "completed"
+	JobFailed     JobState = "failed"
+	JobCancelled  JobState = "cancelled"
+)
+
+// Finished reports whether the state is terminal.
+func (s JobState) Finished() bool { return s == JobCompleted || s == JobFailed || s == JobCancelled }
+
+// Job is a transcription job as GET /v1/jobs/{id} shows it and, once
+// finished, its result.
+type Job struct {
+	ID      string              `json:"id"`
+	Spec    JobSpec             `json:"spec"`
+	State   JobState            `json:"state"`
+	Created time.Time           `json:"created"`
+	Timings map[JobState]Timing `json:"timings"`
+	// History lists every state change in order (retries repeat states).
+	History  []JobStateChange `json:"history"`
+	Progress float64          `json:"progress"`
+	Attempts int              `json:"attempts"`
+	// Placement of the current or last attempt.
+	Backend     string `json:"backend,omitempty"`
+	GPUIndex    int    `json:"gpu_index"`
+	GPUUUID     string `json:"gpu_uuid,omitempty"`
+	LeaseID     string `json:"lease_id,omitempty"`
+	MemoryBytes int64  `json:"memory_bytes,omitempty"`
+	// OOMFactor scales the next attempt's memory after a CUDA OOM.
+	OOMFactor float64 `json:"oom_factor,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	// ErrorKind classifies Error: bad_input, timeout, backend, cancelled.
+	ErrorKind string                 `json:"error_kind,omitempty"`
+	Result    *transcript.Transcript `json:"result,omitempty"`
+	Finished  time.Time              `json:"finished,omitzero"`
+}
+
+// JobSpec is what the job was asked to do.
+type JobSpec struct {
+	AudioPath   string  `json:"audio_path"`
+	Uploaded    bool    `json:"uploaded,omitempty"`
+	Model       string  `json:"model"`
+	Language    string  `json:"language,omitempty"`
+	Translate   bool    `json:"translate,omitempty"`
+	Prompt      string  `json:"prompt,omitempty"`
+	Temperature float64 `json:"temperature,omitempty"`
+	Format      string  `json:"format,omitempty"`
+	// Priority is high, normal or low.
+	Priority  string        `json:"priority"`
+	KeepAlive time.Duration `json:"keep_alive,omitempty"`
+	Owner     Holder        `json:"owner"`
+}
+
+// Timing is when a job entered and left one state.
+type Timing struct {
+	Entered time.Time `json:"entered"`
+	Left    time.Time `json:"left,omitzero"`
+}
+
+// JobStateChange is one entry of a job's history.
+type JobStateChange struct {
+	State   JobState  `json:"state"`
+	Time    time.Time `json:"time"`
+	Attempt int       `json:"attempt"`
+}
+
+// JobEventType names an event on a job's stream.
+type JobEventType string
+
+// Job events.
+const (
+	JobEventState    JobEventType = "state"
+	JobEventProgress JobEventType = "progress"
+	JobEventSegment  JobEventType = "segment"
+)
+
+// JobEvent is one change of a job on GET /v1/jobs/{id}/events: a state
+// change (with the job), progress, or a segment as the backend produced it.
+type JobEvent struct {
+	Type     JobEventType        `json:"type"`
+	Time     time.Time           `json:"time"`
+	State    JobState            `json:"state,omitempty"`
+	Job      Job                 `json:"job"`
+	Progress float64             `json:"progress,omitempty"`
+	Segment  *transcript.Segment `json:"segment,omitempty"`
 }

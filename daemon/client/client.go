@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/estimator"
 )
 
 // ErrUnreachable means no daemon answers on the socket.
@@ -178,7 +177,7 @@ func (c *Client) AddPID(ctx context.Context, id string, pid int) (api.Lease, err
 
 // Estimate asks the daemon's estimator (which knows the GPUs and what it
 // has learned).
-func (c *Client) Estimate(ctx context.Context, req estimator.Request) (estimator.Result, error) {
-	var out estimator.Result
+func (c *Client) Estimate(ctx context.Context, req api.EstimateRequest) (api.Estimate, error) {
+	var out api.Estimate
 	return out, c.do(ctx, http.MethodPost, "/v1/estimate", req, &out)
 }

@@ -14,20 +14,19 @@ import (
 	"strconv"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/jobs"
 )
 
 // SubmitJob queues a job for audio already on the daemon's machine.
-func (c *Client) SubmitJob(ctx context.Context, req api.JobRequest) (jobs.Job, error) {
-	var out jobs.Job
+func (c *Client) SubmitJob(ctx context.Context, req api.JobRequest) (api.Job, error) {
+	var out api.Job
 	return out, c.do(ctx, http.MethodPost, "/v1/jobs", req, &out)
 }
 
 // UploadJob queues a job for a local file, streamed to the daemon.
-func (c *Client) UploadJob(ctx context.Context, path string, req api.JobRequest) (jobs.Job, error) {
+func (c *Client) UploadJob(ctx context.Context, path string, req api.JobRequest) (api.Job, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return jobs.Job{}, fmt.Errorf("upload: %w", err)
+		return api.Job{}, fmt.Errorf("upload: %w", err)
 	}
 	defer f.Close()
 	pr, pw := io.Pipe()
@@ -35,10 +34,10 @@ func (c *Client) UploadJob(ctx context.Context, path string, req api.JobRequest)
 	go func() { pw.CloseWithError(writeJobForm(mw, f, filepath.Base(path), req)) }()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://wsched/v1/jobs", pr)
 	if err != nil {
-		return jobs.Job{}, err
+		return api.Job{}, err
 	}
 	hreq.Header.Set("Content-Type", mw.FormDataContentType())
-	var out jobs.Job
+	var out api.Job
 	return out, c.send(hreq, &out)
 }
 
@@ -66,22 +65,22 @@ func writeJobForm(mw *multipart.Writer, f io.Reader, name string, req api.JobReq
 }
 
 // Jobs lists the jobs the caller may see, newest first.
-func (c *Client) Jobs(ctx context.Context) ([]jobs.Job, error) {
+func (c *Client) Jobs(ctx context.Context) ([]api.Job, error) {
 	var out struct {
-		Jobs []jobs.Job `json:"jobs"`
+		Jobs []api.Job `json:"jobs"`
 	}
 	return out.Jobs, c.do(ctx, http.MethodGet, "/v1/jobs", nil, &out)
 }
 
 // Job returns one job (with its result when finished).
-func (c *Client) Job(ctx context.Context, id string) (jobs.Job, error) {
-	var out jobs.Job
+func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
+	var out api.Job
 	return out, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
 }
 
 // CancelJob cancels a queued or running job.
-func (c *Client) CancelJob(ctx context.Context, id string) (jobs.Job, error) {
-	var out jobs.Job
+func (c *Client) CancelJob(ctx context.Context, id string) (api.Job, error) {
+	var out api.Job
 	return out, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, &out)
 }
 
@@ -89,7 +88,7 @@ func (c *Client) CancelJob(ctx context.Context, id string) (jobs.Job, error) {
 // events) until the job finishes, f fails, or ctx ends. When the daemon
 // drops the stream because this reader fell behind, it reconnects (the
 // states are replayed).
-func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) error) error {
+func (c *Client) JobEvents(ctx context.Context, id string, f func(api.JobEvent) error) error {
 	for {
 		err := c.jobEventsOnce(ctx, id, f)
 		if !errors.Is(err, ErrLagged) {
@@ -98,7 +97,7 @@ func (c *Client) JobEvents(ctx context.Context, id string, f func(jobs.Event) er
 	}
 }
 
-func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(jobs.Event) error) error {
+func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(api.JobEvent) error) error {
 	return c.stream(ctx, "/v1/jobs/"+url.PathEscape(id)+"/events", func(event, data string) error {
 		switch event {
 		case "end":
@@ -106,7 +105,7 @@ func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(jobs.Event
 		case "lagged":
 			return ErrLagged
 		}
-		var ev jobs.Event
+		var ev api.JobEvent
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
 			return fmt.Errorf("decode job event: %w", err)
 		}

@@ -135,7 +135,7 @@ func (s *Server) snapshotAudio(peer Peer, path string) (string, error) {
 	if !peer.IsRoot() && !permitsStat(st, peer.UID, append(peerGIDs(s.procRoot, peer), peer.GID), 4) {
 		return "", fmt.Errorf("%s: uid %d may not read it", path, peer.UID)
 	}
-	return s.saveUpload(namedReader{f, filepath.Base(real)}, int64(s.cfg.Backends.MaxUpload))
+	return s.saveUpload(namedReader{f, filepath.Base(real)}, int64(s.cfg.Jobs.MaxUpload))
 }
 
 // openNoFollow opens path read-only with no symlink anywhere on the way

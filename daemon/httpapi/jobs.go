@@ -57,7 +57,7 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
 	}
 	if spec.Model == "" || spec.Model == "whisper-1" {
-		spec.Model = s.cfg.Backends.DefaultModel
+		spec.Model = s.cfg.Models.Default
 	}
 	if spec.Language == "auto" {
 		spec.Language = ""

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/api/convert"
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 )
 
 // seconds converts an API seconds field, rejecting negative and absurd values.
@@ -133,7 +134,7 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
-	out := api.FromLease(l)
+	out := convert.FromLease(l)
 	out.Estimate = est
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -143,11 +144,11 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 	out := []api.Lease{}
 	for _, g := range v.GPUs {
 		for _, l := range g.Leases {
-			out = append(out, api.FromLease(l))
+			out = append(out, convert.FromLease(l))
 		}
 	}
 	for _, l := range append(v.CPU, v.Queue...) {
-		out = append(out, api.FromLease(l))
+		out = append(out, convert.FromLease(l))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
 }
@@ -158,7 +159,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromLease(l))
+	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
 // changeLease loads a lease, checks the peer may change it, and applies f.
@@ -177,7 +178,7 @@ func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string
 		return
 	}
 	s.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
-	writeJSON(w, http.StatusOK, api.FromLease(l))
+	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {

@@ -161,7 +161,7 @@ type modelName struct {
 // modelNames lists the served models (a fresh registry scan) for
 // GET /v1/models; created is the model file's modification time.
 func (s *Server) modelNames() []modelName {
-	reg, err := models.Load(context.Background(), s.cfg.Backends)
+	reg, err := models.Load(context.Background(), s.cfg.Models)
 	if err != nil {
 		s.log.Warn("model registry", "err", err)
 		return nil

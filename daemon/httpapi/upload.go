@@ -21,10 +21,10 @@ const (
 )
 
 // readUpload streams a multipart form: the "file" part goes to
-// [daemon] state_dir/uploads (at most [backends] max_upload), the other
+// [daemon] state_dir/uploads (at most [jobs] max_upload), the other
 // fields are returned (repeated fields joined by commas).
 func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
-	limit := int64(s.cfg.Backends.MaxUpload)
+	limit := int64(s.cfg.Jobs.MaxUpload)
 	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 func uploadError(err error, limit int64) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", err: fmt.Errorf("upload is larger than [backends] max_upload (%d bytes)", limit)}
+		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", err: fmt.Errorf("upload is larger than [jobs] max_upload (%d bytes)", limit)}
 	}
 	return badRequest("invalid_request", "read upload: %v", err)
 }

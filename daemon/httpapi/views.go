@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/api/convert"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 )
@@ -15,7 +16,7 @@ import (
 func toAPILeases(ls []placement.Lease) []api.Lease {
 	out := make([]api.Lease, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, api.FromLease(l))
+		out = append(out, convert.FromLease(l))
 	}
 	return out
 }
@@ -26,7 +27,7 @@ func (s *Server) gpusBody(v placement.View) api.GPUs {
 	out := api.GPUs{Taken: v.Taken, Provider: v.Provider, Driver: v.Driver, Policy: string(s.cfg.Placement.Policy),
 		GPUs: []api.GPU{}, CPU: toAPILeases(v.CPU), Queue: toAPILeases(v.Queue)}
 	for _, g := range v.GPUs {
-		out.GPUs = append(out.GPUs, api.GPU{GPU: g.Reading, Accounting: g.Account, Leases: toAPILeases(g.Leases)})
+		out.GPUs = append(out.GPUs, convert.GPU(g.Reading, g.Account, toAPILeases(g.Leases)))
 	}
 	return out
 }
@@ -40,7 +41,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	st := api.Status{
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
 		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: len(v.GPUs), Leases: len(v.CPU),
-		QueueLength: len(v.Queue), QueueByPrio: v.Queued, Stats: v.Stats, SocketActivated: s.info.SocketActivated,
+		QueueLength: len(v.Queue), QueueByPrio: v.Queued, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
 	}
 	for _, g := range v.GPUs {
 		st.Leases += len(g.Leases)
@@ -69,7 +70,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), api.FromEvent(ev) })
+	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), convert.FromEvent(ev) })
 }
 
 func (s *Server) postEstimate(w http.ResponseWriter, r *http.Request) {

@@ -55,7 +55,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
-	cfg.Inventory.Sim = []config.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * GiB)}}
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * GiB)}}
 	sim := inventory.NewSim(cfg.Inventory.Sim)
 	p, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
 	if err != nil {

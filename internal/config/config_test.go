@@ -10,8 +10,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -169,14 +170,16 @@ func TestModelsDir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Backends.ModelsDir != tt.want {
-				t.Errorf("models_dir = %q, want %q", cfg.Backends.ModelsDir, tt.want)
+			if cfg.Models.Dir != tt.want {
+				t.Errorf("models_dir = %q, want %q", cfg.Models.Dir, tt.want)
 			}
 		})
 	}
-	_, err := Load(Options{Path: file, LookupEnv: env(map[string]string{"WSCHED_MODELS_DIR": "rel"}), UID: uid(0)})
-	if want := `WSCHED_MODELS_DIR: "rel" is not allowed: want an absolute path`; !errors.Is(err, ErrBadValue) || err.Error() != want {
-		t.Errorf("relative WSCHED_MODELS_DIR: error = %v, want %s", err, want)
+	// A relative path in the environment is the shell user's: against the working directory.
+	cfg, err := Load(Options{Path: file, LookupEnv: env(map[string]string{"WSCHED_MODELS_DIR": "../rel"}), UID: uid(0)})
+	wd, _ := os.Getwd()
+	if want := filepath.Join(filepath.Dir(wd), "rel"); err != nil || cfg.Models.Dir != want {
+		t.Errorf("relative WSCHED_MODELS_DIR: dir %q, error %v; want %s", cfg.Models.Dir, err, want)
 	}
 }
 
@@ -186,8 +189,8 @@ func TestModelEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}, {Name: "sv", Backend: "sensevoice", Path: "/m/sensevoice"}}
-	if !reflect.DeepEqual(cfg.Backends.Models, want) || cfg.Backends.ModelsURL != DefaultModelsURL {
-		t.Errorf("backends = %+v", cfg.Backends)
+	if !reflect.DeepEqual(cfg.Models.Entries, want) || cfg.Models.URL != DefaultModelsURL {
+		t.Errorf("models = %+v", cfg.Models)
 	}
 }
 
@@ -215,10 +218,10 @@ func TestLoadPathDefaults(t *testing.T) {
 func TestEncodeRoundTrip(t *testing.T) {
 	cfg := Defaults()
 	used := units.Bytes(3 * units.GiB)
-	cfg.Inventory.Sim = []SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "x", Memory: units.Bytes(8 * units.GiB), Used: &used, Processes: []inventory.SimProcess{{PID: 7, Name: "p", Used: units.Bytes(units.GiB)}}}}
 	cfg.Placement.ReservedPerGPU["1"] = units.Bytes(units.GiB)
-	cfg.Backends.Models = []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}}
-	cfg.Backends.ModelsDir = "/srv/models"
+	cfg.Models.Entries = []Model{{Name: "turbo", Backend: "whisper.cpp", Path: "/m/ggml-large-v3-turbo.bin"}}
+	cfg.Models.Dir = "/srv/models"
 	text, err := cfg.Encode()
 	if err != nil {
 		t.Fatal(err)

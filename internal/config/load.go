@@ -13,7 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/internal/device"
 )
 
 // Sentinel errors, wrapped by *Error.
@@ -145,13 +145,18 @@ func decode(data []byte, name string, cfg *Config) error {
 	if err != nil {
 		return valueError(err, name)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
+	und, err := applyLegacy(data, name, cfg, md)
+	if err != nil {
+		return err
+	}
+	if len(und) > 0 {
 		return unknownKey(und[0], data, name)
 	}
 	if err := cfg.validate(); err != nil {
 		var ce *Error
 		if errors.As(err, &ce) {
 			ce.File = name
+			ce.Key = cfg.oldName(ce.Key)
 			nth := ce.nth()
 			ce.Line = locate(data, strings.Split(ce.Key, "."), nth)
 		}
@@ -193,18 +198,27 @@ func unknownKey(k toml.Key, data []byte, name string) error {
 	return &Error{File: name, Line: locate(data, k, 0), Key: key, Msg: msg, Err: ErrUnknownKey}
 }
 
+// applyEnv applies the environment overrides. Their paths may be relative:
+// a shell user means the working directory, so they are made absolute
+// against it (paths in the file must be absolute).
 func applyEnv(cfg *Config, opts Options) error {
-	if v := opts.getenv("WSCHED_SOCKET"); v != "" {
-		cfg.Daemon.Socket = v
-	}
-	if v := opts.getenv("WSCHED_STATE_DIR"); v != "" {
-		cfg.Daemon.StateDir = v
-	}
-	if v := opts.getenv("WSCHED_MODELS_DIR"); v != "" {
-		if !filepath.IsAbs(v) {
-			return &Error{Key: "WSCHED_MODELS_DIR", Msg: fmt.Sprintf("%q is not allowed: want an absolute path", v), Err: ErrBadValue}
+	for _, o := range []struct {
+		name string
+		dst  *string
+	}{
+		{"WSCHED_SOCKET", &cfg.Daemon.Socket},
+		{"WSCHED_STATE_DIR", &cfg.Daemon.StateDir},
+		{"WSCHED_MODELS_DIR", &cfg.Models.Dir},
+	} {
+		v := opts.getenv(o.name)
+		if v == "" {
+			continue
 		}
-		cfg.Backends.ModelsDir = v
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return &Error{Key: o.name, Msg: fmt.Sprintf("%q: %v", v, err), Err: ErrBadValue}
+		}
+		*o.dst = abs
 	}
 	spec, name, err := device.FromEnv(opts.lookup)
 	if err != nil {
@@ -231,14 +245,14 @@ func (c *Config) resolvePaths(opts Options) {
 			c.Daemon.StateDir = filepath.Join(opts.getenv("HOME"), ".local", "state", "wsched")
 		}
 	}
-	if c.Backends.ModelsDir == "" {
+	if c.Models.Dir == "" {
 		switch {
 		case root:
-			c.Backends.ModelsDir = "/var/lib/wsched/models"
+			c.Models.Dir = "/var/lib/wsched/models"
 		case opts.getenv("XDG_DATA_HOME") != "":
-			c.Backends.ModelsDir = filepath.Join(opts.getenv("XDG_DATA_HOME"), "wsched", "models")
+			c.Models.Dir = filepath.Join(opts.getenv("XDG_DATA_HOME"), "wsched", "models")
 		default:
-			c.Backends.ModelsDir = filepath.Join(opts.getenv("HOME"), ".local", "share", "wsched", "models")
+			c.Models.Dir = filepath.Join(opts.getenv("HOME"), ".local", "share", "wsched", "models")
 		}
 	}
 }
@@ -264,16 +278,4 @@ func (c *Config) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("encode config: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// ReservedFor returns the reserved bytes for the GPU with the given index and
-// UUID: a per-UUID entry wins over a per-index entry over the default.
-func (p Placement) ReservedFor(index int, uuid string) int64 {
-	if v, ok := p.ReservedPerGPU[uuid]; ok && uuid != "" {
-		return int64(v)
-	}
-	if v, ok := p.ReservedPerGPU[fmt.Sprint(index)]; ok {
-		return int64(v)
-	}
-	return int64(p.Reserved)
 }

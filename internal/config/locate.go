@@ -121,7 +121,7 @@ func knownKeys(t reflect.Type, prefix []string) []string {
 		for ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == t.PkgPath() {
+		if isSection(ft) {
 			out = append(out, knownKeys(ft, path)...)
 		}
 	}
@@ -147,4 +147,18 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// isSection reports whether t is a struct of TOML keys (a table), not a
+// value type such as time.Time.
+func isSection(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("toml"); tag != "" && tag != "-" {
+			return true
+		}
+	}
+	return false
 }

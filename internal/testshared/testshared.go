@@ -1,14 +1,19 @@
-// Package testshared finds test fixtures in the shared/ directory beside
-// the repository (whisper.cpp's weightless models, jfk.wav): CI checks the
-// repository out with ../shared next to it.
+// Package testshared is test support used across packages: fixtures in the
+// shared/ directory beside the repository (whisper.cpp's weightless models,
+// jfk.wav; CI checks the repository out with ../shared next to it), a
+// buffer for concurrent writers, a writer into the test log, and waiting
+// for a daemon or backend to answer its health check.
 package testshared
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // File returns the path of shared/NAME, found by walking up from the
@@ -56,4 +61,44 @@ func (b *SyncBuffer) Reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf.Reset()
+}
+
+// LogWriter returns a writer that logs each write as one line of t's log
+// (a logger's output, a subprocess's stderr).
+func LogWriter(t testing.TB) io.Writer { return logWriter{t} }
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// WaitHealthy polls h.Health until it answers or 10 s pass (then the test
+// fails): a daemon or backend that was just started.
+func WaitHealthy(t testing.TB, h interface{ Health(context.Context) error }) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := h.Health(context.Background())
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not healthy within 10s: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Touch creates an empty file NAME in a fresh test directory and returns
+// its path (a model file a fake backend "loads").
+func Touch(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -37,7 +37,7 @@ var _ Backends = (*host.Host)(nil)
 // Options configures a Runner; Log may be nil.
 type Options struct {
 	// Models is where the model registry is configured.
-	Models   config.Backends
+	Models   config.Models
 	Backends Backends
 	Sizer    *Sizer
 	Learn    Learner
@@ -49,7 +49,7 @@ type Options struct {
 // under a lease of that size (waiting in the placement queue), and the
 // transcription.
 type Runner struct {
-	models   config.Backends
+	models   config.Models
 	backends Backends
 	sizer    *Sizer
 	learn    Learner

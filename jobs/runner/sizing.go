@@ -78,7 +78,7 @@ func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error
 	}
 	req, err := m.EstimateRequest()
 	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[backends.model]] entry)", err), jobs.ErrBadInput)
+		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
 	}
 	if req.Backend == estimator.WhisperCpp {
 		fa := loadRequest(m).FlashAttention

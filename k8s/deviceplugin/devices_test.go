@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/placement"
 )
 
 func TestDeviceList(t *testing.T) {
@@ -15,7 +14,7 @@ func TestDeviceList(t *testing.T) {
 		for _, l := range leases {
 			leased += l.MemoryBytes
 		}
-		return api.GPU{Accounting: placement.Account{Placeable: placeable, UsableBytes: usable, ForeignBytes: foreign, LeasedBytes: leased}, Leases: leases}
+		return api.GPU{Accounting: api.Account{Placeable: placeable, UsableBytes: usable, ForeignBytes: foreign, LeasedBytes: leased}, Leases: leases}
 	}
 	for _, tc := range []struct {
 		name             string

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # packaging-deps.sh — installs what `make packaging-test` needs on a Debian host and builds the cached
 # throwaway roots the install test unpacks the .deb into. Idempotent: installed packages and existing
 # caches are left alone. Run as root (make deps does).
@@ -10,24 +10,19 @@
 #
 # Environment: PACKAGING_CACHE (default /var/cache/wsched-packaging), PACKAGING_SUITE (default
 # bookworm, the oldest Debian the package supports), PACKAGING_MIRROR (default http://deb.debian.org/debian).
-set -eu
+set -euo pipefail
+
+deps_tag=packaging-deps
+# shellcheck source=packaging/deps/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+trap apt_cleanup EXIT
 
 cache=${PACKAGING_CACHE:-/var/cache/wsched-packaging}
 suite=${PACKAGING_SUITE:-bookworm}
 mirror=${PACKAGING_MIRROR:-http://deb.debian.org/debian}
 
-missing=""
-for pkg in systemd lintian debootstrap; do
-	if ! dpkg-query -W -f '${Status}\n' "$pkg" 2>/dev/null | grep -q 'ok installed'; then
-		missing="$missing $pkg"
-	fi
-done
-if [ -n "$missing" ]; then
-	echo "packaging-deps: installing$missing"
-	apt-get update -q
-	# shellcheck disable=SC2086 # word splitting of the package list is intended
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
-fi
+apt_install systemd lintian debootstrap
+report_installed
 
 # Two roots, cached as tarballs: "minbase" has no systemd at all (a minimal container), "systemd" has the
 # systemd package installed but not running (a chroot or an image being built). The install test puts the
@@ -40,8 +35,8 @@ if [ -f "$minbase" ] && [ -f "$withsystemd" ]; then
 	exit 0
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/wsched-debootstrap.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d "${cache}/debootstrap.XXXXXX")
+trap 'rm -rf "$work"; apt_cleanup' EXIT
 echo "packaging-deps: debootstrap --variant=minbase $suite (a few minutes, once)"
 debootstrap --variant=minbase "$suite" "$work/root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
 	tail -n 30 "$work/debootstrap.log" >&2

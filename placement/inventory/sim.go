@@ -9,7 +9,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
 )
 
@@ -23,17 +22,17 @@ type Sim struct {
 }
 
 type simGPU struct {
-	cfg      config.SimGPU
+	cfg      SimGPU
 	uuid     string
 	overhead int64 // memory used by no process (driver, context)
-	procs    []config.SimProcess
+	procs    []SimProcess
 	util     int
 	temp     int
 }
 
 // NewSim builds a simulated machine from config. A GPU's `used` beyond what
 // its processes use counts as driver overhead.
-func NewSim(gpus []config.SimGPU) *Sim {
+func NewSim(gpus []SimGPU) *Sim {
 	s := &Sim{}
 	for i, c := range gpus {
 		g := &simGPU{cfg: c, uuid: c.UUID, procs: slices.Clone(c.Processes), util: c.Utilization, temp: c.Temperature}
@@ -74,8 +73,8 @@ func (s *Sim) SetProcess(index, pid int, name string, used int64) error {
 		return fmt.Errorf("sim: no GPU %d", index)
 	}
 	g := s.gpus[index]
-	p := config.SimProcess{PID: pid, Name: name, Used: units.Bytes(used)}
-	if i := slices.IndexFunc(g.procs, func(q config.SimProcess) bool { return q.PID == pid }); i >= 0 {
+	p := SimProcess{PID: pid, Name: name, Used: units.Bytes(used)}
+	if i := slices.IndexFunc(g.procs, func(q SimProcess) bool { return q.PID == pid }); i >= 0 {
 		g.procs[i] = p
 	} else {
 		g.procs = append(g.procs, p)
@@ -91,7 +90,7 @@ func (s *Sim) RemoveProcess(pid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.gpus {
-		g.procs = slices.DeleteFunc(g.procs, func(q config.SimProcess) bool { return q.PID == pid })
+		g.procs = slices.DeleteFunc(g.procs, func(q SimProcess) bool { return q.PID == pid })
 	}
 }
 

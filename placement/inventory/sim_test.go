@@ -2,24 +2,30 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
-	"github.com/wsched/wsched/internal/config"
+	"github.com/BurntSushi/toml"
 	"github.com/wsched/wsched/internal/units"
 )
 
-func loadSeedSim(t *testing.T) config.Inventory {
+func loadSeedSim(t *testing.T) Config {
 	t.Helper()
 	data, err := os.ReadFile("../../testdata/sim-8x4090.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(data, "sim-8x4090.toml")
-	if err != nil {
+	file := struct {
+		Inventory Config `toml:"inventory"`
+	}{DefaultConfig()}
+	if err := toml.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
 	}
-	return cfg.Inventory
+	if err := file.Inventory.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return file.Inventory
 }
 
 // gib rounds bytes to GiB with two decimals, as the seed prints them.
@@ -89,5 +95,29 @@ func TestSimChanges(t *testing.T) {
 	}
 	if err := sim.SetProcess(1, 1, "hog", 30*units.GiB); err == nil {
 		t.Error("a process larger than the GPU was accepted")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	used := units.Bytes(9 * units.GiB)
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"sim without GPUs", func(c *Config) { c.Provider = ProviderSim }, `provider: "sim" needs at least one [[inventory.sim]] GPU`},
+		{"refresh", func(c *Config) { c.RefreshInterval = 0 }, "refresh_interval: 0s is not allowed: want at least 100ms"},
+		{"used over memory", func(c *Config) { c.Sim = []SimGPU{{Memory: units.Bytes(8 * units.GiB), Used: &used}} }, "sim#0.used: 9GiB is more than memory (8GiB)"},
+		{"bad pid", func(c *Config) { c.Sim = []SimGPU{{Memory: 1, Processes: []SimProcess{{PID: 0}}}} }, "sim#0.process#0.pid: 0 is not allowed: want a PID above 0"},
+		{"bad uuid", func(c *Config) { c.Sim = []SimGPU{{Memory: 1, UUID: "x"}} }, `sim#0.uuid: "x" is not allowed: want a GPU UUID such as "GPU-5a1c0a4e-…"`},
+	}
+	for _, tt := range tests {
+		c := DefaultConfig()
+		tt.mod(&c)
+		err := c.Validate()
+		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
+		}
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/plugins"
 )
 

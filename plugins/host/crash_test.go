@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
@@ -26,7 +27,7 @@ func TestKillDuringTranscribe(t *testing.T) {
 	spec.KeepAlive = -1 // drop at release
 	inst, release := r.acquire(spec)
 	lease, oldPID := inst.Lease(), inst.PID()
-	audio := touch(t, "a.wav")
+	audio := testshared.Touch(t, "a.wav")
 
 	var segs int
 	slow := map[string]string{plugintest.Segments: "1000", plugintest.SegmentDelay: "20ms"}
@@ -94,7 +95,7 @@ func TestGivesUpAfterMaxRestarts(t *testing.T) {
 	r := newRig(t, []int64{8 * GiB}, func(c *config.Backends, _ *Options) { c.MaxRestarts = 1 })
 	inst, release := r.acquire(r.spec("model.bin", GiB))
 	id := inst.Lease().ID
-	crash := plugins.TranscribeRequest{AudioPath: touch(t, "a.wav"), Extra: map[string]string{plugintest.CrashAfter: "0", plugintest.CrashMode: "exit"}}
+	crash := plugins.TranscribeRequest{AudioPath: testshared.Touch(t, "a.wav"), Extra: map[string]string{plugintest.CrashAfter: "0", plugintest.CrashMode: "exit"}}
 	for i := range 2 {
 		if _, err := inst.Transcribe(t.Context(), crash, nil); !errors.Is(err, plugins.ErrUnavailable) {
 			t.Fatalf("crash %d: %v, want ErrUnavailable", i+1, err)
@@ -193,7 +194,7 @@ func TestLeaseRenewedWhileInUse(t *testing.T) {
 	inst, release := r.acquire(r.spec("model.bin", GiB))
 	defer release()
 	long := map[string]string{plugintest.Segments: "25", plugintest.SegmentDelay: "100ms"} // 2.5 TTLs
-	if _, err := inst.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: touch(t, "a.wav"), Extra: long}, nil); err != nil {
+	if _, err := inst.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: testshared.Touch(t, "a.wav"), Extra: long}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if l := r.lease(inst.Lease().ID); l.State != placement.StateGranted {

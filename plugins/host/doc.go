@@ -33,7 +33,7 @@
 //
 // The instance runs under its own lease of Spec.MemoryBytes, held by the
 // daemon (Options.Holder) and renewed by the host. The backend process gets
-// the lease's environment (api.Env: CUDA_VISIBLE_DEVICES=<GPU UUID>,
+// the lease's environment (placement.Env: CUDA_VISIBLE_DEVICES=<GPU UUID>,
 // CUDA_DEVICE_ORDER, SENSEVOICE_DEVICE=cuda:0, WSCHED_LEASE_ID, …), so it
 // sees exactly its GPU as cuda:0, and its PID is registered with the lease
 // (AddPID) so reconciliation counts its GPU memory against it. Its log lines

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/simtest"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -99,25 +100,13 @@ type rigOption func(*config.Backends, *Options)
 // plugin directory holds the fake backend.
 func newRig(t *testing.T, gpuSizes []int64, opts ...rigOption) *rig {
 	t.Helper()
-	cfg := config.Defaults()
-	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
-	for i, size := range gpuSizes {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, config.SimGPU{Name: fmt.Sprintf("sim%d", i), Memory: units.Bytes(size)})
-	}
 	r := &rig{t: t, dir: t.TempDir(), logs: &syncBuffer{}, events: make(chan Event, 256), stopped: make(chan struct{})}
-	r.sim = inventory.NewSim(cfg.Inventory.Sim)
-	p, err := inventory.NewNVML(r.sim.Interface(), inventory.WithName("sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.eng = placement.New(placement.Options{Placement: cfg.Placement, Leases: cfg.Leases,
-		Inventory: inventory.NewReader(p, cfg.Inventory.MaxAge.D(), nil)})
-	engCtx, stopEng := context.WithCancel(context.Background())
-	engDone := make(chan struct{})
-	go func() { _ = r.eng.Run(engCtx); close(engDone) }()
+	r.eng, r.sim = simtest.Engine(t, simtest.GPUs(gpuSizes...), func(o *placement.Options) {
+		o.Placement.Reserved, o.Placement.SafetyFactor = 0, 1
+	})
 
 	installFake(t, r.dir, plugintest.FakeBinaryName, 0o755)
-	bc := cfg.Backends
+	bc := config.Defaults().Backends
 	bc.PluginDir, bc.DevDirs = r.dir, nil
 	o := Options{Leases: r.eng, Log: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnEvent: func(ev Event) { r.events <- ev }}
@@ -132,8 +121,6 @@ func newRig(t *testing.T, gpuSizes []int64, opts ...rigOption) *rig {
 	t.Cleanup(func() {
 		cancel()
 		<-r.stopped
-		stopEng()
-		<-engDone
 		if t.Failed() {
 			t.Logf("host log:\n%s", r.logs.String())
 		}
@@ -143,17 +130,7 @@ func newRig(t *testing.T, gpuSizes []int64, opts ...rigOption) *rig {
 
 // spec is a spec for the fake backend with a fresh model file.
 func (r *rig) spec(model string, bytes int64) Spec {
-	return Spec{Backend: "fake", Load: plugins.LoadRequest{ModelPath: touch(r.t, model)}, MemoryBytes: bytes}
-}
-
-// touch creates an empty file in a test directory and returns its path.
-func touch(t *testing.T, name string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return Spec{Backend: "fake", Load: plugins.LoadRequest{ModelPath: testshared.Touch(r.t, model)}, MemoryBytes: bytes}
 }
 
 // acquire gets an instance or fails the test.

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/internal/device"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
 	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/plugintest"
@@ -41,7 +42,7 @@ func TestRefusesWorldWritableBackend(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") {
 		t.Errorf("want one WARN line refusing %s, got %q in:\n%s", evil, lines, r.logs)
 	}
-	_, _, err = r.h.Acquire(t.Context(), Spec{Backend: "evil", Load: plugins.LoadRequest{ModelPath: touch(t, "m.bin")}, MemoryBytes: GiB})
+	_, _, err = r.h.Acquire(t.Context(), Spec{Backend: "evil", Load: plugins.LoadRequest{ModelPath: testshared.Touch(t, "m.bin")}, MemoryBytes: GiB})
 	if !errors.Is(err, ErrUnknownBackend) {
 		t.Errorf("Acquire of the refused backend: %v, want ErrUnknownBackend", err)
 	}
@@ -84,7 +85,7 @@ func TestInstanceRunsUnderItsLease(t *testing.T) {
 	}
 
 	var segs int
-	res, err := inst.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: touch(t, "a.wav")}, func(ev plugins.Event) error {
+	res, err := inst.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: testshared.Touch(t, "a.wav")}, func(ev plugins.Event) error {
 		if ev.Kind == plugins.EventSegment {
 			segs++
 		}
@@ -191,7 +192,7 @@ func TestEvictionOnlyWherePinned(t *testing.T) {
 	b := r.spec("b.bin", 3*GiB)
 	b.Device = device.Spec{Kind: device.Index, Index: 1}
 	c := b
-	c.Load.ModelPath = touch(t, "c.bin")
+	c.Load.ModelPath = testshared.Touch(t, "c.bin")
 	inst, relB := r.acquire(b) // evicts A on GPU 1
 	if inst.Lease().GPUIndex != 1 {
 		t.Fatalf("pinned to GPU 1, got %d", inst.Lease().GPUIndex)
@@ -277,7 +278,7 @@ func TestWaitingLoadTakesOrEvictsFreedInstance(t *testing.T) {
 
 func TestSpecValidation(t *testing.T) {
 	r := newRig(t, []int64{8 * GiB})
-	model := touch(t, "m.bin")
+	model := testshared.Touch(t, "m.bin")
 	tests := []struct {
 		name string
 		spec Spec

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins"
 )
@@ -20,10 +19,10 @@ const cleanupTimeout = 5 * time.Second
 var errExited = errors.New("backend process exited")
 
 // env is a backend's whole environment under lease l: Options.Environ and,
-// winning over it, the lease's variables (api.Env).
+// winning over it, the lease's variables (placement.Env).
 func (h *Host) env(l placement.Lease) []string {
 	env := h.opts.Environ()
-	vars := api.Env(l)
+	vars := placement.Env(l)
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
 	}

@@ -17,15 +17,14 @@ import (
 
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
+	"github.com/wsched/wsched/internal/simtest"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/device"
-	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
+	"github.com/wsched/wsched/plugins/plugintest"
 	"github.com/wsched/wsched/plugins/whisper/internal/audio"
 )
 
@@ -170,40 +169,21 @@ func buildBackend(b *testing.B) string {
 
 // startPlugin execs bin as the host would and returns the backend.
 func startPlugin(b *testing.B, bin string) plugins.Backend {
-	cfg := plugins.ClientConfig(exec.Command(bin))
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
-	client := plugin.NewClient(cfg)
-	b.Cleanup(client.Kill)
-	rpc, err := client.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
-	be, err := plugins.Dispense(rpc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be, _ := plugintest.Start(b, exec.Command(bin), os.Stderr, hclog.Warn)
 	return be
 }
 
 // startHost runs a placement engine (one simulated GPU) and a host whose
 // plugin directory holds bin.
 func startHost(b *testing.B, bin string) *host.Host {
-	cfg := config.Defaults()
-	cfg.Inventory.Sim = []config.SimGPU{{Name: "sim0", Memory: units.Bytes(24 * units.GiB)}}
-	p, err := inventory.NewNVML(inventory.NewSim(cfg.Inventory.Sim).Interface(), inventory.WithName("sim"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng := placement.New(placement.Options{Placement: cfg.Placement, Leases: cfg.Leases,
-		Inventory: inventory.NewReader(p, cfg.Inventory.MaxAge.D(), nil)})
-	bc := cfg.Backends
+	eng, _ := simtest.Engine(b, simtest.GPUs(24*units.GiB), nil)
+	bc := config.Defaults().Backends
 	bc.PluginDir, bc.DevDirs = filepath.Dir(bin), nil
 	h := host.New(host.Options{Config: bc, Leases: eng})
 	ctx, cancel := context.WithCancel(context.Background())
-	engDone, hostDone := make(chan struct{}), make(chan struct{})
-	go func() { _ = eng.Run(ctx); close(engDone) }()
+	hostDone := make(chan struct{})
 	go func() { _ = h.Run(ctx); close(hostDone) }()
-	b.Cleanup(func() { cancel(); <-hostDone; <-engDone })
+	b.Cleanup(func() { cancel(); <-hostDone })
 	return h
 }
 

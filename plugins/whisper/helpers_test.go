@@ -11,11 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/go-plugin"
-
-	"github.com/wsched/wsched/plugins"
-
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/plugins"
 )
 
 func sharedFile(t testing.TB, name string) string { t.Helper(); return testshared.File(t, name) }
@@ -49,36 +46,9 @@ func jfk(t testing.TB) string  { return sharedFile(t, "audio/jfk.wav") }
 func newBackend(t testing.TB, opts Options) *Backend {
 	t.Helper()
 	if opts.Log == nil {
-		opts.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		opts.Log = slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return New(opts)
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
-
-// connect serves impl in-process and returns the host's view of it over a
-// real gRPC connection, as the daemon would see it.
-func connect(t testing.TB, impl plugins.Backend) plugins.Backend {
-	t.Helper()
-	tt, ok := t.(*testing.T)
-	if !ok {
-		t.Fatal("connect needs a *testing.T")
-	}
-	client, server := plugin.TestPluginGRPCConn(tt, false, plugins.PluginSet(impl))
-	t.Cleanup(func() {
-		server.Stop()
-		_ = client.Close()
-	})
-	b, err := plugins.Dispense(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // loaded returns a Backend with model loaded on the CPU, flash attention off.

@@ -8,7 +8,7 @@ import (
 
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
 
-	"github.com/wsched/wsched/placement/device"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/plugins"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/plugintest"
 	"github.com/wsched/wsched/plugins/whisper/internal/wlog"
 )
 
@@ -23,7 +24,7 @@ import (
 // (plugin.TestPluginGRPCConn) to a Backend running real whisper.cpp.
 
 func TestInfo(t *testing.T) {
-	b := connect(t, newBackend(t, Options{Version: "1.2.3", FFmpeg: FFmpegNone}))
+	b := plugintest.Connect(t, newBackend(t, Options{Version: "1.2.3", FFmpeg: FFmpegNone}))
 	info, err := b.Info(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func logged(flashAttn bool) plugins.MemoryReport {
 // of the estimator's whisper.cpp profile for the same file on the CPU.
 func TestLoadMemoryReport(t *testing.T) {
 	model := tinyEN(t)
-	b := connect(t, newBackend(t, Options{}))
+	b := plugintest.Connect(t, newBackend(t, Options{}))
 	for _, fa := range []bool{false, true} {
 		got, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: model, Device: "cpu", FlashAttention: fa})
 		if err != nil {
@@ -160,7 +161,7 @@ func TestLoadWithoutGPU(t *testing.T) {
 	if slices.ContainsFunc(impl.devs, func(d ggmlDevice) bool { return d.gpu }) {
 		t.Skip("ggml has a GPU backend here")
 	}
-	b := connect(t, impl)
+	b := plugintest.Connect(t, impl)
 	rep, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: tinyEN(t), Device: "cuda:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func TestLoadWithoutGPU(t *testing.T) {
 // ending in exactly one 100 as the last event; the weightless model yields
 // no segments and no text.
 func TestTranscribeStreams(t *testing.T) {
-	b := connect(t, loaded(t, Options{}, tinyEN(t)))
+	b := plugintest.Connect(t, loaded(t, Options{}, tinyEN(t)))
 	var ev events
 	res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t), Language: "auto"}, ev.emit)
 	if err != nil {
@@ -220,7 +221,7 @@ func TestTranscribeCancel(t *testing.T) {
 	for _, via := range []struct {
 		name string
 		b    plugins.Backend
-	}{{"in process", impl}, {"over gRPC", connect(t, impl)}} {
+	}{{"in process", impl}, {"over gRPC", plugintest.Connect(t, impl)}} {
 		ctx, cancel := context.WithCancel(t.Context())
 		var ev events
 		_, err := via.b.Transcribe(ctx, plugins.TranscribeRequest{AudioPath: long}, func(e plugins.Event) error {
@@ -263,7 +264,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing VAD model", plugins.LoadRequest{ModelPath: model, Device: "cpu", VADModelPath: model + ".vad"}, plugins.ErrModelNotFound},
 		{"VAD model not ggml", plugins.LoadRequest{ModelPath: model, Device: "cpu", VADModelPath: writeTempFile(t, "vad.onnx", []byte("onnx"))}, plugins.ErrBadModel},
 	}
-	b := connect(t, newBackend(t, Options{}))
+	b := plugintest.Connect(t, newBackend(t, Options{}))
 	for _, tt := range tests {
 		if _, err := b.Load(t.Context(), tt.req); !errors.Is(err, tt.want) {
 			t.Errorf("%s: error %v, want %v", tt.name, err, tt.want)
@@ -295,7 +296,7 @@ func TestTranscribeErrors(t *testing.T) {
 		{"bad threads", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "e.wav", wav), Extra: map[string]string{ExtraThreads: "0"}}, plugins.ErrBadRequest},
 		{"bad temperature", plugins.TranscribeRequest{AudioPath: writeTempFile(t, "f.wav", wav), Extra: map[string]string{ExtraTemperature: "2"}}, plugins.ErrBadRequest},
 	}
-	b := connect(t, newBackend(t, Options{}))
+	b := plugintest.Connect(t, newBackend(t, Options{}))
 	if _, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, nil); !errors.Is(err, plugins.ErrNotLoaded) {
 		t.Errorf("before Load: %v, want ErrNotLoaded", err)
 	}
