@@ -107,10 +107,11 @@ func (s *state) dispatch() {
 	if err := s.fresh(); err != nil {
 		return
 	}
-	grants, _ := s.plan(s.now())
+	grants, hold := s.plan(s.now())
 	for _, g := range grants {
 		s.grant(g.w, g.acc)
 	}
+	s.reclaim(hold)
 }
 
 // noFit explains why a request cannot be granted now.

@@ -66,30 +66,34 @@ type PIDRequest struct {
 
 // Lease is a lease as the API shows it.
 type Lease struct {
-	ID            string            `json:"id"`
-	State         string            `json:"state"`
-	GPUIndex      int               `json:"gpu_index"`
-	GPUUUID       string            `json:"gpu_uuid,omitempty"`
-	GPUName       string            `json:"gpu_name,omitempty"`
-	MemoryBytes   int64             `json:"memory_bytes"`
-	Device        string            `json:"device"`
-	Priority      string            `json:"priority"`
-	Holder        Holder            `json:"holder"`
-	PIDs          []int             `json:"pids,omitempty"`
-	TTLSeconds    float64           `json:"ttl_seconds"`
-	Created       time.Time         `json:"created"`
-	Granted       *time.Time        `json:"granted,omitempty"`
-	Expires       *time.Time        `json:"expires,omitempty"`
-	Ended         *time.Time        `json:"ended,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	UsedBytes     int64             `json:"used_bytes"`
-	PeakBytes     int64             `json:"peak_bytes,omitempty"`
-	Overrun       bool              `json:"overrun,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	EstimateKey   *EstimateKey      `json:"estimate_key,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Estimate      any               `json:"estimate,omitempty"`
-	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`
+	ID          string            `json:"id"`
+	State       string            `json:"state"`
+	GPUIndex    int               `json:"gpu_index"`
+	GPUUUID     string            `json:"gpu_uuid,omitempty"`
+	GPUName     string            `json:"gpu_name,omitempty"`
+	MemoryBytes int64             `json:"memory_bytes"`
+	Device      string            `json:"device"`
+	Priority    string            `json:"priority"`
+	Holder      Holder            `json:"holder"`
+	PIDs        []int             `json:"pids,omitempty"`
+	TTLSeconds  float64           `json:"ttl_seconds"`
+	Created     time.Time         `json:"created"`
+	Granted     *time.Time        `json:"granted,omitempty"`
+	Expires     *time.Time        `json:"expires,omitempty"`
+	Ended       *time.Time        `json:"ended,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	UsedBytes   int64             `json:"used_bytes"`
+	PeakBytes   int64             `json:"peak_bytes,omitempty"`
+	Overrun     bool              `json:"overrun,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	EstimateKey *EstimateKey      `json:"estimate_key,omitempty"`
+	// Reclaimable: the holder gives the memory back on demand (an idle
+	// backend kept warm) since ReclaimableSince.
+	Reclaimable      bool              `json:"reclaimable,omitempty"`
+	ReclaimableSince *time.Time        `json:"reclaimable_since,omitempty"`
+	Env              map[string]string `json:"env,omitempty"`
+	Estimate         any               `json:"estimate,omitempty"`
+	GPUTotalBytes    int64             `json:"gpu_total_bytes,omitempty"`
 }
 
 // Event is one placement event on GET /v1/events.
