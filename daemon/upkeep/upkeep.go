@@ -72,6 +72,10 @@ type Options struct {
 type Upkeep struct {
 	opts Options
 	log  *slog.Logger
+	// events is the engine subscription Recover takes, so that Run, started
+	// after it, misses no lease that ends in between; Run owns it.
+	events      <-chan placement.Event
+	unsubscribe func()
 }
 
 // New returns Upkeep; call Recover, then Run.
