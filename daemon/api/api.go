@@ -110,6 +110,8 @@ type GPUs struct {
 	GPUs     []GPU     `json:"gpus"`
 	CPU      []Lease   `json:"cpu_leases"`
 	Queue    []Lease   `json:"queue"`
+	// Held lists the memory held for blocked queue entries.
+	Held []Hold `json:"held"`
 }
 
 // Status is the body of GET /v1/status.
