@@ -44,6 +44,10 @@ func (s *Server) getGPUs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.statusBody())
+}
+
+func (s *Server) statusBody() api.Status {
 	v := s.eng.View()
 	st := api.Status{
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
@@ -53,8 +57,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	for _, g := range v.GPUs {
 		st.Leases += len(g.Leases)
 		st.LeasedBytes += g.LeasedBytes
+		st.HeldBytes += g.HeldBytes
 	}
-	writeJSON(w, http.StatusOK, st)
+	return st
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
