@@ -57,11 +57,12 @@
     canvas.width = w; canvas.height = ht;
     const c = canvas.getContext("2d");
     c.clearRect(0, 0, w, ht);
+    c.fillStyle = "#68707a"; c.font = "10px system-ui, sans-serif"; c.fillText("last hour", 4, 11);
     if (!h.length) return;
     const now = Date.now(), x = (t) => w - ((now - t) / HOUR) * w, y = (b) => ht - (b / g.total_bytes) * ht;
     const line = (key, color, fill) => {
       c.beginPath();
-      c.moveTo(x(h[0].t), y(h[0][key]));
+      c.moveTo(Math.max(0, x(h[0].t) - 2), y(h[0][key]));
       for (const p of h) c.lineTo(x(p.t), y(p[key]));
       c.lineTo(w, y(h[h.length - 1][key]));
       if (fill) { c.lineTo(w, ht); c.lineTo(x(h[0].t), ht); c.fillStyle = color; c.fill(); }
@@ -87,7 +88,7 @@
     const canvas = el("canvas", { "aria-label": "memory over the last hour" });
     const card = el("div", { class: "gpu", id: "gpu-" + g.index },
       el("div", { class: "title" }, el("b", {}, `GPU ${g.index} · ${g.name}`),
-        el("span", { class: "nums" }, `${fmtBytes(a.available_bytes)} free of ${fmtBytes(a.total_bytes)}`)),
+        el("span", { class: "nums" }, `${fmtBytes(Math.max(0, a.available_bytes))} available of ${fmtBytes(a.total_bytes)}`)),
       bar,
       el("div", { class: "nums" }, `leased ${fmtBytes(a.leased_bytes)} · foreign ${fmtBytes(a.foreign_bytes)}` +
         (g.held_bytes ? ` · held ${fmtBytes(g.held_bytes)}` : "") +

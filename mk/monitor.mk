@@ -1,0 +1,16 @@
+# mk/monitor.mk — the monitor page, `wsched top`, metrics and alert rules (issue 16).
+#
+#   make monitor-deps        chromium, tmux and promtool (Debian's prometheus) from the host's apt
+#                            sources (packaging/deps/monitor-deps.sh); part of `make deps`
+#   make monitor-screenshot  re-runs the Chromium test and saves its 1280×800 screenshot to
+#                            docs/img/monitor.png (the README shows it)
+#
+# The Chromium test (daemon/monitor_test.go) runs in `make gotest`; it skips when chromium is missing.
+.PHONY: monitor-deps monitor-screenshot
+deps: monitor-deps
+
+monitor-deps:
+	bash packaging/deps/monitor-deps.sh
+
+monitor-screenshot:
+	WSCHED_MONITOR_SCREENSHOT=$(CURDIR)/docs/img/monitor.png $(GO) test -count=1 -run '^TestMonitorPageLive$$' ./daemon/
