@@ -141,7 +141,9 @@ func TestMonitorPageLive(t *testing.T) {
 		t.Errorf("the page reloaded (marker %q, want %q, %v)", same, loaded, err)
 	}
 	// A request no GPU can take waits in the queue, with the reason shown.
-	go func() { _, _ = td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 21 * GiB, WaitSeconds: 60}) }()
+	go func() {
+		_, _ = td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 21 * GiB, WaitSeconds: 60})
+	}()
 	waitJS(ctx, t, `(() => { const r = document.querySelector('#queue tr[data-lease]');
 		return !!r && r.querySelector('.why').textContent.includes("most available") })()`)
 	if path := os.Getenv(screenshotEnv); path != "" {

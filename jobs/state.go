@@ -45,7 +45,7 @@ func (s *mstate) submit(spec Spec) (Job, error) {
 // tells subscribers.
 func (s *mstate) transition(e *entry, to State) {
 	if e.job.State == to {
-		s.persist(e) // the placement may have changed; the state has not
+		s.persist(e)         // the placement may have changed; the state has not
 		if e.outcome != "" { // an attempt ended before it left the state: watchers count it
 			s.tellWatchers(Event{Type: EventState, Time: s.now(), State: to, Job: e.job.clone(), Outcome: e.outcome})
 			e.outcome = ""
