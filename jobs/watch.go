@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"fmt"
+
+	"github.com/wsched/wsched/jobs/transcript"
 )
 
 // watchBuffer is how many events a watcher may fall behind before it is
@@ -11,7 +13,7 @@ const watchBuffer = 1024
 
 // Watch returns a channel of every job's state and progress events (not
 // segments) from now on, for monitors and metrics: each event carries the
-// job as it is then, without its result. The channel closes when stop is
+// job as it is then, its result without text or segments. The channel closes when stop is
 // called, when the manager stops, or when the reader falls behind (then
 // List and Watch again).
 func (m *Manager) Watch(ctx context.Context) (<-chan Event, func(), error) {
@@ -43,7 +45,9 @@ func (s *mstate) tellWatchers(ev Event) {
 	if ev.Type == EventSegment || len(s.watchers) == 0 {
 		return
 	}
-	ev.Job.Result = nil
+	if r := ev.Job.Result; r != nil { // the duration and language; not the text
+		ev.Job.Result = &transcript.Transcript{Task: r.Task, Language: r.Language, Duration: r.Duration}
+	}
 	for id, ch := range s.watchers {
 		select {
 		case ch <- ev:

@@ -26,11 +26,12 @@ type metrics struct {
 	leases   *prometheus.Desc
 	queue    *prometheus.Desc
 	counters map[string]*prometheus.Desc
+	jobs     *jobMetrics
 }
 
-func newMetrics(eng viewer) *metrics {
+func newMetrics(eng viewer, j Jobs) *metrics {
 	m := &metrics{
-		eng: eng,
+		eng: eng, jobs: newJobMetrics(j),
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wsched_http_request_duration_seconds",
@@ -53,6 +54,7 @@ func newMetrics(eng viewer) *metrics {
 		},
 	}
 	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.jobs.collectors()...)
 	return m
 }
 

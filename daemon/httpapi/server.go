@@ -115,7 +115,7 @@ func New(opts Options) *Server {
 	if s.procRoot == "" {
 		s.procRoot = "/proc"
 	}
-	s.metrics = newMetrics(s.eng)
+	s.metrics = newMetrics(s.eng, s.jobs)
 	return s
 }
 
