@@ -15,6 +15,7 @@ func TestJobMetrics(t *testing.T) {
 	j := td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, audio))
 	td.waitJob(t, j.ID, finished)
 	want := []string{
+		`wsched_gpu_placeable{gpu="0",name="Sim GPU",reason="",uuid=`,
 		`wsched_jobs{state="completed"} 1`, `wsched_jobs{state="pending"} 0`,
 		`wsched_job_attempts_total{backend="fake",model="fake-tiny",outcome="completed"} 1`,
 		`wsched_job_queue_wait_seconds_count{backend="fake",model="fake-tiny"} 1`,
