@@ -6,7 +6,8 @@
 #   make monitor-screenshot  re-runs the Chromium test and saves its 1280×800 screenshot to
 #                            docs/img/monitor.png (the README shows it)
 #
-# The Chromium test (daemon/monitor_test.go) runs in `make gotest`; it skips when chromium is missing.
+# The Chromium test (daemon/monitor_test.go) and the tmux test of `wsched top` (cmd/wsched/top_test.go)
+# run in `make gotest`; each skips, saying why, when chromium or tmux is missing.
 .PHONY: monitor-deps monitor-screenshot
 deps: monitor-deps
 
