@@ -114,20 +114,24 @@ type GPUs struct {
 	GPUs     []GPU     `json:"gpus"`
 	CPU      []Lease   `json:"cpu_leases"`
 	Queue    []Lease   `json:"queue"`
+	// Held lists the memory held for blocked queue entries.
+	Held []Hold `json:"held"`
 }
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Version         string         `json:"version"`
-	PID             int            `json:"pid"`
-	Started         time.Time      `json:"started"`
-	Socket          string         `json:"socket"`
-	StateDir        string         `json:"state_dir"`
-	Provider        string         `json:"provider"`
-	Policy          string         `json:"policy"`
-	GPUs            int            `json:"gpus"`
-	Leases          int            `json:"leases"`
-	LeasedBytes     int64          `json:"leased_bytes"`
+	Version     string    `json:"version"`
+	PID         int       `json:"pid"`
+	Started     time.Time `json:"started"`
+	Socket      string    `json:"socket"`
+	StateDir    string    `json:"state_dir"`
+	Provider    string    `json:"provider"`
+	Policy      string    `json:"policy"`
+	GPUs        int       `json:"gpus"`
+	Leases      int       `json:"leases"`
+	LeasedBytes int64     `json:"leased_bytes"`
+	// HeldBytes is the memory held for blocked queue heads, on all GPUs.
+	HeldBytes       int64          `json:"held_bytes"`
 	QueueLength     int            `json:"queue_length"`
 	QueueByPrio     map[string]int `json:"queue_by_priority"`
 	Stats           Stats          `json:"stats"`
