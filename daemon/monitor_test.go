@@ -147,7 +147,8 @@ func TestMonitorPageLive(t *testing.T) {
 		_, _ = td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 21 * GiB, Device: "cuda:0", WaitSeconds: 60})
 	}()
 	waitJS(ctx, t, `(() => { const r = document.querySelector('#queue tr[data-lease]');
-		return !!r && r.querySelector('.why').textContent.includes("most available") })()`)
+		return !!r && r.querySelector('.why').textContent.includes("most available") &&
+		r.querySelector('.why').textContent.includes("on GPU 0") })()`)
 	if path := os.Getenv(screenshotEnv); path != "" {
 		saveScreenshot(ctx, t, path)
 	}
