@@ -42,13 +42,14 @@ func TestEstimateTextWhisperCppVersusSeed(t *testing.T) {
 		want    []string
 	}{
 		{"whisper.cpp", []string{
-			"backend      whisper.cpp\nmodel        medium (f16)\ntotal        2.22 GiB (formula)\nrecommended  2.44 GiB\n",
-			"breakdown      weights    1.43 GiB\n",
-			"               context    400.00 MiB\n",
+			"backend      whisper.cpp\nmodel        medium (f16)\ntotal        2.31 GiB (formula)\nrecommended  2.54 GiB\n",
+			"breakdown      weights       1.43 GiB\n",
+			"               cuda_runtime  90.62 MiB\n",
+			"               context       400.00 MiB\n",
 			"gpu 0 (NVIDIA GeForce RTX 4090): 819.71 MiB available, insufficient, 0 copies\n",
 			"gpu 1 (NVIDIA GeForce RTX 4090): 21.80 GiB available, sufficient, 8 copies\n",
 			"gpu 2 (NVIDIA GeForce RTX 4090): 6.61 GiB available, sufficient, 2 copies\n",
-			"  - a quantized q5_0 model file: 2.22 GiB → 1.40 GiB (saves 842.11 MiB)\n",
+			"  - a quantized q5_0 model file: 2.31 GiB → 1.48 GiB (saves 851.60 MiB)\n",
 		}},
 		{"seed", []string{
 			"backend      seed\nmodel        medium (float16)\ntotal        4.22 GiB (formula)\nrecommended  5.06 GiB\n",
@@ -262,7 +263,7 @@ func TestEstimateFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"largest model that fits (whisper.cpp, q5_0):\n", "  gpu 0, 819.71 MiB available: base (recommended 777.90 MiB)\n"} {
+	for _, w := range []string{"largest model that fits (whisper.cpp, q5_0):\n", "  gpu 0, 819.71 MiB available: tiny (recommended 796.23 MiB)\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
@@ -297,7 +298,7 @@ func TestEstimateWithoutGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"               context    512.00 MiB\n", "gpus: none found"} {
+	for _, w := range []string{"               context       512.00 MiB\n", "gpus: none found"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}

@@ -68,6 +68,7 @@ type EstimateBreakdown struct {
 	ComputeCross  int64 `json:"compute_cross,omitempty"`
 	ComputeDecode int64 `json:"compute_decode,omitempty"`
 	CUDAPool      int64 `json:"cuda_pool,omitempty"`
+	CUDARuntime   int64 `json:"cuda_runtime,omitempty"`
 	Transient     int64 `json:"transient,omitempty"`
 	Activations   int64 `json:"activations,omitempty"`
 	Audio         int64 `json:"audio,omitempty"`
