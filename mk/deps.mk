@@ -12,7 +12,7 @@
 #   $(WHISPER_GO_ENV) $(GO) build -tags $(WHISPER_GO_TAGS) ...
 # WHISPER_GO_ENV sources $(WHISPER_PREFIX)/whisper.env, which the script writes: CGO_CFLAGS and
 # CGO_LDFLAGS for the route it took (include path, rpath, and for unpacked packages their loader).
-.PHONY: deps whisper-deps whisper-env
+.PHONY: deps whisper-deps whisper-env shell-lint
 
 WHISPER_PREFIX  ?= $(CURDIR)/.cache/whisper
 WHISPER_GO_TAGS ?= whisper
@@ -20,6 +20,13 @@ WHISPER_GO_ENV   = . $(WHISPER_PREFIX)/whisper.env &&
 export WHISPER_GO_TAGS
 
 deps: whisper-deps
+test: shell-lint
+
+# The set-up and maintainer scripts run as root on users' machines: shellcheck them (Debian's package,
+# installed by install-deps.sh).
+SHELL_SCRIPTS = $(shell git ls-files '*.sh' 'packaging/scripts/*' .ci/run 2>/dev/null)
+shell-lint:
+	shellcheck -x $(SHELL_SCRIPTS)
 
 # whisper.cpp and the build tools only: what `make plugins` (and so `make run`) needs.
 whisper-deps:

@@ -19,7 +19,10 @@ plugins: whisper-deps
 		-ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched-backend-whisper
 
 plugins-test: plugins-vet
-	$(WHISPER_GO_ENV) $(GO) test -race -count=1 -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "TMPDIR=$$tmp $(GO) test -race -count=1 -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)" && \
+	$(WHISPER_GO_ENV) TMPDIR=$$tmp $(GO) test -race -count=1 -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS) && \
+	left=$$(ls -A "$$tmp") && if [ -n "$$left" ]; then echo "plugins-test: tests left in TMPDIR: $$left"; exit 1; fi
 
 plugins-vet: $(STATICCHECK)
 	$(WHISPER_GO_ENV) $(GO) vet -tags $(WHISPER_GO_TAGS) $(PLUGIN_PKGS)

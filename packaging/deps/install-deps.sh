@@ -24,7 +24,8 @@
 # what was installed). Idempotent: a second run prints one line.
 #
 # Also installs, from the host's own sources only, the build tools cgo and the tests need when missing:
-# gcc, g++, pkg-config, systemd (systemd-analyze), ffmpeg, curl; cmake and dpkg-dev for the source route.
+# gcc, g++, pkg-config, systemd (systemd-analyze), ffmpeg, curl, shellcheck; cmake and dpkg-dev for the
+# source route.
 #
 # Environment:
 #   WSCHED_WHISPER_PREFIX  the prefix (default: .cache/whisper under the current directory)
@@ -53,7 +54,7 @@ readonly MULTIARCH
 stage="${PREFIX}.new"
 cleanup() {
 	local rc=$?
-	[[ ${rc} -eq 0 ]] || rm -rf "${stage}"
+	[[ ${rc} -eq 0 ]] || rm -rf "${stage}" "${stage}.build" # a build log stays for the reader
 	apt_cleanup
 	exit "${rc}"
 }
@@ -85,6 +86,7 @@ install_build_tools() {
 	command -v systemd-analyze >/dev/null || pkgs+=(systemd)
 	command -v ffmpeg >/dev/null || pkgs+=(ffmpeg)
 	command -v curl >/dev/null || pkgs+=(curl)
+	command -v shellcheck >/dev/null || pkgs+=(shellcheck)
 	[[ ${#pkgs[@]} -eq 0 ]] || apt_install "${pkgs[@]}"
 }
 
