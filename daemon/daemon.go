@@ -159,7 +159,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg.run(d.watchdog)
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
-	srv := d.serve(ln, tcp)
+	api := d.api()
+	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
+	srv := d.serve(api, ln, tcp)
 	d.notifyReady()
 
 	select {
@@ -170,6 +172,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.notify("STOPPING=1")
 	d.log.Info("shutting down")
 	srv.shutdown()
+	stopMetrics()
 	stopJobs()
 	stopHost() // backends stop and their leases are released while the engine runs
 	bg.stop()

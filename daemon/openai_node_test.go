@@ -42,6 +42,9 @@ func TestTCPListenerNeedsToken(t *testing.T) {
 	}{
 		{"/v1/models", "", 401}, {"/v1/models", "wrong-token-0123456789", 401}, {"/v1/models", testToken, 200},
 		{"/v1/leases", testToken, 403}, {"/v1/events", testToken, 403}, {"/healthz", testToken, 200},
+		// The monitor page, its assets and its stream, behind the token.
+		{"/", "", 401}, {"/", testToken, 200}, {"/ui/monitor.js", testToken, 200}, {"/ui/nothing.js", testToken, 404},
+		{"/v1/monitor/events", "", 401}, {"/v1/monitor/events", testToken, 200}, {"/metrics", testToken, 403},
 	} {
 		if got := get(tt.path, tt.token); got != tt.status {
 			t.Errorf("GET %s (token %q): %d, want %d", tt.path, tt.token, got, tt.status)

@@ -67,10 +67,10 @@ func (d *Daemon) api() *httpapi.Server {
 
 // serve starts serving the API on the Unix socket and, with a bearer token,
 // on the TCP listener.
-func (d *Daemon) serve(unix, tcp net.Listener) *servers {
+func (d *Daemon) serve(api *httpapi.Server, unix, tcp net.Listener) *servers {
 	baseCtx, cancel := context.WithCancel(context.Background())
 	s := &servers{base: cancel, errs: make(chan error, 2)}
-	handler := d.api().Handler()
+	handler := api.Handler()
 	start := func(ln net.Listener, h http.Handler) {
 		srv := &http.Server{
 			Handler: h, ConnContext: httpapi.PeerContext, ReadHeaderTimeout: 10 * time.Second,

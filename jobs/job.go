@@ -135,6 +135,15 @@ const (
 	EventSegment  EventType = "segment"
 )
 
+// Attempt outcomes (Event.Outcome).
+const (
+	OutcomeCompleted  = "completed"
+	OutcomeFailed     = "failed"
+	OutcomeCancelled  = "cancelled"
+	OutcomeRetried    = "retried"
+	OutcomeOOMRetried = "oom_retried"
+)
+
 // Event is one change of a job: a state change (with the job), progress, or
 // a segment as the backend produced it.
 type Event struct {
@@ -145,6 +154,10 @@ type Event struct {
 	Job      Job                 `json:"job"`
 	Progress float64             `json:"progress,omitempty"`
 	Segment  *transcript.Segment `json:"segment,omitempty"`
+	// Outcome is how the attempt that led to this state event ended:
+	// completed, failed, cancelled, retried or oom_retried (empty when no
+	// attempt ended).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // marked is an error that also matches a sentinel without adding its text.

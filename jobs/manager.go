@@ -85,6 +85,7 @@ type entry struct {
 	running   bool
 	cancelled bool
 	subs      map[int]chan Event
+	outcome   string // of the attempt that just ended, for the next event
 }
 
 type mstate struct {
@@ -94,6 +95,8 @@ type mstate struct {
 	pending []*entry
 	active  int
 	nextSub int
+	// watchers get every job's events (Watch).
+	watchers map[int]chan Event
 }
 
 // New returns a manager; start it with Run.

@@ -45,7 +45,11 @@ func (s *mstate) submit(spec Spec) (Job, error) {
 // tells subscribers.
 func (s *mstate) transition(e *entry, to State) {
 	if e.job.State == to {
-		s.persist(e) // the placement may have changed; the state has not
+		s.persist(e)         // the placement may have changed; the state has not
+		if e.outcome != "" { // an attempt ended before it left the state: watchers count it
+			s.tellWatchers(Event{Type: EventState, Time: s.now(), State: to, Job: e.job.clone(), Outcome: e.outcome})
+			e.outcome = ""
+		}
 		return
 	}
 	now := s.now()
@@ -72,6 +76,8 @@ func (s *mstate) transition(e *entry, to State) {
 
 func (s *mstate) emit(e *entry, ev Event) {
 	ev.Time, ev.Job = s.now(), e.job.clone()
+	ev.Outcome, e.outcome = e.outcome, ""
+	defer s.tellWatchers(ev)
 	for id, ch := range e.subs {
 		select {
 		case ch <- ev:
@@ -126,21 +132,23 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 	}
 	switch {
 	case e.cancelled:
-		e.job.Error, e.job.ErrorKind = "cancelled", "cancelled"
+		e.job.Error, e.job.ErrorKind, e.outcome = "cancelled", "cancelled", OutcomeCancelled
 		s.transition(e, Cancelled)
 	case err == nil:
-		e.job.Result, e.job.Progress, e.job.Error = &res, 100, ""
+		e.job.Result, e.job.Progress, e.job.Error, e.outcome = &res, 100, "", OutcomeCompleted
 		s.transition(e, Completed)
 	case retryable(err) && e.job.Attempts <= s.m.cfg.MaxRetries:
+		e.outcome = OutcomeRetried
 		if isOOM(err) {
 			e.job.OOMFactor = max(1, e.job.OOMFactor) * s.m.cfg.OOMGrowth
+			e.outcome = OutcomeOOMRetried
 		}
 		e.job.Error = fmt.Sprintf("attempt %d: %v", e.job.Attempts, err)
 		s.m.log.Warn("job attempt failed; retrying", "job", id, "attempt", e.job.Attempts, "err", err)
 		s.transition(e, Pending)
 		return true
 	default:
-		e.job.Error, e.job.ErrorKind = err.Error(), errorKind(err)
+		e.job.Error, e.job.ErrorKind, e.outcome = err.Error(), errorKind(err), OutcomeFailed
 		s.transition(e, Failed)
 	}
 	s.m.log.Info("job finished", "job", id, "state", e.job.State, "attempts", e.job.Attempts, "err", e.job.Error)
@@ -231,6 +239,7 @@ func (s *mstate) shutdown() {
 			delete(e.subs, id)
 		}
 	}
+	s.closeWatchers()
 }
 
 func errorKind(err error) string {

@@ -37,6 +37,8 @@ var wantListing = map[string][]entry{
 		{"-rw-r--r--", "./usr/share/doc/wsched/changelog.Debian.gz"},
 		{"-rw-r--r--", "./usr/share/doc/wsched/copyright"},
 		{"-rw-r--r--", "./usr/share/man/man1/wsched.1.gz"},
+		{"-rw-r--r--", "./usr/share/wsched/prometheus/wsched-dashboard.json"},
+		{"-rw-r--r--", "./usr/share/wsched/prometheus/wsched-rules.yml"},
 	},
 	"wsched-backend-whisper": {
 		{"-rwxr-xr-x", "./usr/lib/wsched/plugins/wsched-backend-whisper"},

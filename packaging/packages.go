@@ -14,6 +14,8 @@ const (
 	SysusersDir = "/usr/lib/sysusers.d"
 	TmpfilesDir = "/usr/lib/tmpfiles.d"
 	ConfigFile  = "/etc/wsched/wsched.toml"
+	// PrometheusDir holds the alerting rules and the Grafana dashboard (packaging/prometheus).
+	PrometheusDir = "/usr/share/wsched/prometheus"
 )
 
 // Homepage is the project's address, written into the control files.
@@ -72,6 +74,8 @@ func Wsched(in Inputs, binary, config string) Package {
 			{Src: d("tmpfiles.d", "wsched.conf"), Dst: TmpfilesDir + "/wsched.conf", Mode: 0o644},
 			{Src: config, Dst: ConfigFile, Mode: 0o644, Conffile: true},
 			{Src: d("man", "wsched.1"), Dst: "/usr/share/man/man1/wsched.1.gz", Mode: 0o644, Gzip: true},
+			{Src: d("prometheus", "wsched-rules.yml"), Dst: PrometheusDir + "/wsched-rules.yml", Mode: 0o644},
+			{Src: d("prometheus", "wsched-dashboard.json"), Dst: PrometheusDir + "/wsched-dashboard.json", Mode: 0o644},
 			{Dst: PluginDir, Mode: 0o755},
 		},
 		Scripts: Scripts{

@@ -51,6 +51,10 @@ type LeaseConfig struct {
 	BackfillWindow units.Duration `toml:"backfill_window"`
 	// Aging raises a waiter's effective priority by one class per interval.
 	Aging units.Duration `toml:"aging"`
+	// ReclaimWait is how long a request that asked not to wait (wait 0)
+	// waits anyway when reclaimable leases (idle backends) are being given
+	// back to make room for it.
+	ReclaimWait units.Duration `toml:"reclaim_wait"`
 	// MaxQueue bounds the number of waiting requests.
 	MaxQueue int `toml:"max_queue"`
 	// OverrunTolerance is the fraction a holder may exceed its lease by.
@@ -113,6 +117,7 @@ func DefaultLeaseConfig() LeaseConfig {
 		MaxWait:          units.Duration(10 * time.Minute),
 		BackfillWindow:   units.Duration(30 * time.Second),
 		Aging:            units.Duration(60 * time.Second),
+		ReclaimWait:      units.Duration(30 * time.Second),
 		MaxQueue:         512,
 		OverrunTolerance: 0.10,
 		Overrun:          OverrunWarn,
@@ -166,6 +171,8 @@ func (l LeaseConfig) Validate() error {
 		return confval.Bad("max_queue", "%d is not allowed: want 1 to 1000000", l.MaxQueue)
 	case l.Aging <= 0:
 		return confval.Bad("aging", "%s is not allowed: want a duration above 0", l.Aging)
+	case l.ReclaimWait <= 0:
+		return confval.Bad("reclaim_wait", "%s is not allowed: want a duration above 0", l.ReclaimWait)
 	}
 	return nil
 }

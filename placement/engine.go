@@ -134,14 +134,21 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.runOps(s, o)
 		case <-e.kick:
 			e.runLater(s)
+			s.afterOp()
 		case <-timer.C:
 			s.tick()
 			s.markChanged() // the queue's order ages with time
-		}
-		if s.opts.afterOp != nil {
-			s.opts.afterOp(s)
+			s.afterOp()
 		}
 		s.settle()
+	}
+}
+
+// afterOp runs the test hook after each operation, not each batch: the
+// randomized test's invariants are about what one operation may change.
+func (s *state) afterOp() {
+	if s.opts.afterOp != nil {
+		s.opts.afterOp(s)
 	}
 }
 
@@ -154,6 +161,7 @@ const maxBatch = 64
 func (e *Engine) runOps(s *state, o owner.Op[*state]) {
 	for n := 1; ; n++ {
 		o.Run(s)
+		s.afterOp()
 		s.answer(o.Finish)
 		if n == maxBatch {
 			return

@@ -209,6 +209,9 @@ func TestBackfillThenReservation(t *testing.T) {
 		if _, err := r.eng.Acquire(context.Background(), req(3*GiB)); !errors.Is(err, ErrNoFit) {
 			t.Fatalf("small request after the backfill window: %v; want ErrNoFit (memory held for the head)", err)
 		}
+		if v := r.eng.View(); len(v.Held) != 1 || v.Held[0].Bytes != 10*GiB || v.GPUs[0].HeldBytes != 10*GiB || v.Held[0].GPU != v.GPUs[0].UUID {
+			t.Errorf("view: held %+v, GPU 0 held %d; want 10 GiB held on GPU 0 for the blocked request", v.Held, v.GPUs[0].HeldBytes)
+		}
 		r.release(big.ID)
 		if res := <-blocked; res.err != nil || res.lease.Bytes != 10*GiB {
 			t.Errorf("blocked request: %+v %v", res.lease, res.err)

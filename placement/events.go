@@ -16,6 +16,9 @@ const (
 	EventExpired   EventType = "expired"
 	EventRejected  EventType = "rejected"
 	EventOverrun   EventType = "overrun"
+	// EventReclaim asks the holder of a reclaimable lease to release it: a
+	// request waits for its memory.
+	EventReclaim EventType = "reclaim"
 )
 
 // Event is one state change, with the lease as it was after the change.

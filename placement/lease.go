@@ -87,6 +87,11 @@ type Lease struct {
 	// EstimateKey, when set, is what the lease was sized for: its measured
 	// peak is learned under this key when it ends.
 	EstimateKey *estimator.Key `json:"estimate_key,omitempty"`
+	// Reclaimable says the holder can give the memory back on demand (an
+	// idle backend kept warm), since ReclaimableSince. A request that does
+	// not fit otherwise asks for it with an EventReclaim.
+	Reclaimable      bool      `json:"reclaimable,omitempty"`
+	ReclaimableSince time.Time `json:"reclaimable_since,omitzero"`
 }
 
 // Active reports whether the lease holds memory.

@@ -90,7 +90,7 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 		if err := s.fresh(); err != nil {
 			return Lease{}, err
 		}
-		_, hold := s.plan(s.now())
+		_, hold, _ := s.plan(s.now())
 		for _, a := range s.accounts() {
 			if a.UUID == l.GPU && a.AvailableBytes-hold[a.UUID] < delta {
 				return Lease{}, fmt.Errorf("%w: growing by %s, %s available on GPU %d", ErrNoFit,

@@ -44,10 +44,11 @@ func (s *state) ordered(now time.Time) []*waiter {
 // which waiters can be granted where (backfill: a later, smaller request may
 // pass a blocked one) and how much memory is held per GPU for blocked
 // waiters that have waited past [leases] backfill_window (reservation: the
-// stream of small requests cannot starve a large one).
-func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64) {
+// stream of small requests cannot starve a large one). heldOn names, per
+// waiter lease ID, the GPU holding memory for it.
+func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, heldOn map[string]string) {
 	accounts := slices.Clone(s.accounts())
-	hold = map[string]int64{}
+	hold, heldOn = map[string]int64{}, map[string]string{}
 	for _, w := range s.ordered(now) {
 		var fits []Account
 		for _, a := range accounts {
@@ -68,10 +69,11 @@ func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64) {
 		if now.Sub(w.lease.Created) >= s.opts.Leases.BackfillWindow.D() {
 			if target, ok := reserveTarget(fits, w.lease.Bytes); ok {
 				hold[target] += w.lease.Bytes
+				heldOn[w.lease.ID] = target
 			}
 		}
 	}
-	return grants, hold
+	return grants, hold, heldOn
 }
 
 type planned struct {
@@ -107,15 +109,16 @@ func (s *state) dispatch() {
 	if err := s.fresh(); err != nil {
 		return
 	}
-	grants, _ := s.plan(s.now())
+	grants, hold, _ := s.plan(s.now())
 	for _, g := range grants {
 		s.grant(g.w, g.acc)
 	}
+	s.reclaim(hold)
 }
 
 // noFit explains why a request cannot be granted now.
 func (s *state) noFit(w *waiter) error {
-	_, hold := s.plan(s.now())
+	_, hold, _ := s.plan(s.now())
 	best, at := int64(0), -1
 	for _, a := range s.accounts() {
 		if allowed(w.lease.Device, a) && a.Placeable && a.AvailableBytes-hold[a.UUID] > best {

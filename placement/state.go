@@ -24,16 +24,20 @@ type state struct {
 	haveSnap bool
 	stale    bool // a lease with measured memory ended: re-read before deciding
 
-	leases  map[string]*Lease // granted
-	queue   []*waiter
-	expiry  expiryHeap
-	ended   map[string]*Lease
-	endedQ  []string
-	subs    map[int]*subscriber
-	nextSub int
-	seq     uint64
-	stats   Stats
-	waitSeq uint64
+	leases map[string]*Lease // granted
+	// reclaiming holds the reclaimable leases asked back (EventReclaim) and
+	// not yet released; covered the waiters that memory is for.
+	reclaiming map[string]bool
+	covered    map[*waiter]bool
+	queue      []*waiter
+	expiry     expiryHeap
+	ended      map[string]*Lease
+	endedQ     []string
+	subs       map[int]*subscriber
+	nextSub    int
+	seq        uint64
+	stats      Stats
+	waitSeq    uint64
 
 	acct      []Account // cache of accounts(); valid while acctValid
 	acctValid bool
@@ -56,6 +60,7 @@ func newState(opts Options) *state {
 	s := &state{
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
+		reclaiming: map[string]bool{}, covered: map[*waiter]bool{},
 		board: &board{}, dirty: true,
 	}
 	if opts.Store != nil {
@@ -165,6 +170,10 @@ func (s *state) submit(req Request, reply chan<- result) string {
 		return l.ID
 	}
 	switch {
+	case w.wait <= 0 && s.covered[w]:
+		w.wait = s.opts.Leases.ReclaimWait.D()
+		w.deadline = now.Add(w.wait)
+		s.emit(EventQueued, l, fmt.Sprintf("waiting up to %s for reclaimed memory", w.wait))
 	case w.wait <= 0:
 		s.reject(w, s.noFit(w))
 	case len(s.queue) > s.opts.Leases.MaxQueue:

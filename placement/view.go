@@ -19,6 +19,17 @@ type View struct {
 	Queue    []Lease        `json:"queue"`
 	Queued   map[string]int `json:"queued_by_priority"`
 	Stats    Stats          `json:"stats"`
+	// Held lists the memory held back for blocked waiters that waited past
+	// [leases] backfill_window: it is not available to others, though the
+	// accounting formula counts it as available.
+	Held []Hold `json:"held"`
+}
+
+// Hold is memory held on a GPU for one blocked waiter.
+type Hold struct {
+	LeaseID string `json:"lease_id"`
+	GPU     string `json:"gpu_uuid"`
+	Bytes   int64  `json:"bytes"`
 }
 
 // GPUView is one GPU's reading, accounting and leases.
@@ -26,6 +37,8 @@ type GPUView struct {
 	Account
 	Reading inventory.GPU `json:"-"`
 	Leases  []Lease       `json:"leases"`
+	// HeldBytes is the part of AvailableBytes held for blocked waiters.
+	HeldBytes int64 `json:"held_bytes"`
 }
 
 // view builds the View that settle publishes. It reads the state only: the
@@ -53,6 +66,18 @@ func (s *state) view() View {
 	for _, w := range s.ordered(now) {
 		v.Queue = append(v.Queue, w.lease.clone())
 		v.Queued[w.lease.Priority.String()]++
+	}
+	v.Held = []Hold{}
+	if len(s.queue) > 0 {
+		_, hold, heldOn := s.plan(now)
+		for i := range v.GPUs {
+			v.GPUs[i].HeldBytes = hold[v.GPUs[i].UUID]
+		}
+		for _, l := range v.Queue {
+			if gpu, ok := heldOn[l.ID]; ok {
+				v.Held = append(v.Held, Hold{LeaseID: l.ID, GPU: gpu, Bytes: l.Bytes})
+			}
+		}
 	}
 	return v
 }

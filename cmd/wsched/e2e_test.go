@@ -247,24 +247,24 @@ func TestSocketActivation(t *testing.T) {
 	cmd := exec.Command(tool, "-l", e.socket, "--fdname=wsched.socket",
 		"-E", "WSCHED_TEST_AS_MAIN=1", "-E", "WSCHED_CONFIG="+e.config, "-E", "NOTIFY_SOCKET="+notifyPath,
 		os.Args[0], "serve")
-	var logs bytes.Buffer
+	var logs testshared.SyncBuffer // written by the process while the test reads it
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	for i := 0; ; i++ { // the socket exists before the daemon does
-		if _, err := os.Stat(e.socket); err == nil {
+	c := e.client()
+	defer c.Close()
+	// The socket exists before the daemon does, and is bound a moment before
+	// it listens: retry while nothing listens yet. The first connection that
+	// is accepted starts the daemon.
+	var st api.Status
+	for i := 0; ; i++ {
+		if st, err = c.Status(context.Background()); err == nil || !notListening(err) || i > 500 {
 			break
-		}
-		if i > 500 {
-			t.Fatalf("socket never appeared: %s", logs.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c := e.client()
-	defer c.Close()
-	st, err := c.Status(context.Background()) // the first connection starts the daemon
 	if err != nil {
 		t.Fatalf("status over the activated socket: %v\n%s", err, logs.String())
 	}
@@ -278,3 +278,7 @@ func TestSocketActivation(t *testing.T) {
 		t.Errorf("sd_notify: %q %v", buf[:n], err)
 	}
 }
+
+// notListening reports whether a connection failed because nothing listens
+// on the socket (yet): it does not exist, or is bound but not listening.
+func notListening(err error) bool { return errors.Is(err, client.ErrUnreachable) }

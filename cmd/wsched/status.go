@@ -59,6 +59,9 @@ func renderStatus(a *app, st api.Status, g api.GPUs) error {
 			if !acc.Placeable {
 				notes = append(notes, "! "+acc.Reason)
 			}
+			if gpu.HeldBytes > 0 {
+				notes = append(notes, fmt.Sprintf("%s of the available memory is held for the queue head", units.FormatBytes(gpu.HeldBytes)))
+			}
 			t.add([]string{fmt.Sprint(gpu.Index), gpu.Name, units.FormatBytes(acc.TotalBytes), units.FormatBytes(acc.UsableBytes),
 				units.FormatBytes(acc.ForeignBytes), units.FormatBytes(acc.LeasedBytes), units.FormatBytes(acc.AvailableOrZero()),
 				fmt.Sprint(len(gpu.Leases))}, notes...)
@@ -67,8 +70,16 @@ func renderStatus(a *app, st api.Status, g api.GPUs) error {
 			return err
 		}
 	}
+	held := map[string]api.Hold{}
+	for _, h := range g.Held {
+		held[h.LeaseID] = h
+	}
 	for _, q := range g.Queue {
-		fmt.Fprintf(a.out, "queued: %s %s priority %s, waiting %s\n", q.ID, units.FormatBytes(q.MemoryBytes), q.Priority, time.Since(q.Created).Round(time.Second))
+		note := ""
+		if h, ok := held[q.ID]; ok {
+			note = fmt.Sprintf(", %s held for it on GPU %d", units.FormatBytes(h.Bytes), h.GPUIndex)
+		}
+		fmt.Fprintf(a.out, "queued: %s %s priority %s, waiting %s%s\n", q.ID, units.FormatBytes(q.MemoryBytes), q.Priority, time.Since(q.Created).Round(time.Second), note)
 	}
 	return nil
 }

@@ -66,30 +66,34 @@ type PIDRequest struct {
 
 // Lease is a lease as the API shows it.
 type Lease struct {
-	ID            string            `json:"id"`
-	State         string            `json:"state"`
-	GPUIndex      int               `json:"gpu_index"`
-	GPUUUID       string            `json:"gpu_uuid,omitempty"`
-	GPUName       string            `json:"gpu_name,omitempty"`
-	MemoryBytes   int64             `json:"memory_bytes"`
-	Device        string            `json:"device"`
-	Priority      string            `json:"priority"`
-	Holder        Holder            `json:"holder"`
-	PIDs          []int             `json:"pids,omitempty"`
-	TTLSeconds    float64           `json:"ttl_seconds"`
-	Created       time.Time         `json:"created"`
-	Granted       *time.Time        `json:"granted,omitempty"`
-	Expires       *time.Time        `json:"expires,omitempty"`
-	Ended         *time.Time        `json:"ended,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	UsedBytes     int64             `json:"used_bytes"`
-	PeakBytes     int64             `json:"peak_bytes,omitempty"`
-	Overrun       bool              `json:"overrun,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	EstimateKey   *EstimateKey      `json:"estimate_key,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Estimate      any               `json:"estimate,omitempty"`
-	GPUTotalBytes int64             `json:"gpu_total_bytes,omitempty"`
+	ID          string            `json:"id"`
+	State       string            `json:"state"`
+	GPUIndex    int               `json:"gpu_index"`
+	GPUUUID     string            `json:"gpu_uuid,omitempty"`
+	GPUName     string            `json:"gpu_name,omitempty"`
+	MemoryBytes int64             `json:"memory_bytes"`
+	Device      string            `json:"device"`
+	Priority    string            `json:"priority"`
+	Holder      Holder            `json:"holder"`
+	PIDs        []int             `json:"pids,omitempty"`
+	TTLSeconds  float64           `json:"ttl_seconds"`
+	Created     time.Time         `json:"created"`
+	Granted     *time.Time        `json:"granted,omitempty"`
+	Expires     *time.Time        `json:"expires,omitempty"`
+	Ended       *time.Time        `json:"ended,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	UsedBytes   int64             `json:"used_bytes"`
+	PeakBytes   int64             `json:"peak_bytes,omitempty"`
+	Overrun     bool              `json:"overrun,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	EstimateKey *EstimateKey      `json:"estimate_key,omitempty"`
+	// Reclaimable: the holder gives the memory back on demand (an idle
+	// backend kept warm) since ReclaimableSince.
+	Reclaimable      bool              `json:"reclaimable,omitempty"`
+	ReclaimableSince *time.Time        `json:"reclaimable_since,omitempty"`
+	Env              map[string]string `json:"env,omitempty"`
+	Estimate         any               `json:"estimate,omitempty"`
+	GPUTotalBytes    int64             `json:"gpu_total_bytes,omitempty"`
 }
 
 // Event is one placement event on GET /v1/events.
@@ -110,20 +114,24 @@ type GPUs struct {
 	GPUs     []GPU     `json:"gpus"`
 	CPU      []Lease   `json:"cpu_leases"`
 	Queue    []Lease   `json:"queue"`
+	// Held lists the memory held for blocked queue entries.
+	Held []Hold `json:"held"`
 }
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Version         string         `json:"version"`
-	PID             int            `json:"pid"`
-	Started         time.Time      `json:"started"`
-	Socket          string         `json:"socket"`
-	StateDir        string         `json:"state_dir"`
-	Provider        string         `json:"provider"`
-	Policy          string         `json:"policy"`
-	GPUs            int            `json:"gpus"`
-	Leases          int            `json:"leases"`
-	LeasedBytes     int64          `json:"leased_bytes"`
+	Version     string    `json:"version"`
+	PID         int       `json:"pid"`
+	Started     time.Time `json:"started"`
+	Socket      string    `json:"socket"`
+	StateDir    string    `json:"state_dir"`
+	Provider    string    `json:"provider"`
+	Policy      string    `json:"policy"`
+	GPUs        int       `json:"gpus"`
+	Leases      int       `json:"leases"`
+	LeasedBytes int64     `json:"leased_bytes"`
+	// HeldBytes is the memory held for blocked queue heads, on all GPUs.
+	HeldBytes       int64          `json:"held_bytes"`
 	QueueLength     int            `json:"queue_length"`
 	QueueByPrio     map[string]int `json:"queue_by_priority"`
 	Stats           Stats          `json:"stats"`

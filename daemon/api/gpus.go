@@ -16,6 +16,18 @@ type GPU struct {
 	GPUReading
 	Accounting Account `json:"accounting"`
 	Leases     []Lease `json:"leases"`
+	// HeldBytes is the part of the available memory held for blocked queue
+	// heads (see GPUs.Held): others cannot get it.
+	HeldBytes int64 `json:"held_bytes"`
+}
+
+// Hold is memory held on a GPU for a queued request that waited past
+// [leases] backfill_window and still does not fit.
+type Hold struct {
+	LeaseID  string `json:"lease_id"`
+	GPUIndex int    `json:"gpu_index"`
+	GPUUUID  string `json:"gpu_uuid"`
+	Bytes    int64  `json:"bytes"`
 }
 
 // GPUReading is what the inventory read from one GPU.

@@ -115,4 +115,7 @@ type JobEvent struct {
 	Job      Job                 `json:"job"`
 	Progress float64             `json:"progress,omitempty"`
 	Segment  *transcript.Segment `json:"segment,omitempty"`
+	// Outcome is how the attempt that led to this state event ended
+	// (completed, failed, cancelled, retried, oom_retried); monitor stream only.
+	Outcome string `json:"outcome,omitempty"`
 }

@@ -23,14 +23,16 @@ type metrics struct {
 	latency *prometheus.HistogramVec
 
 	gpuBytes *prometheus.Desc
+	gpuOK    *prometheus.Desc
 	leases   *prometheus.Desc
 	queue    *prometheus.Desc
 	counters map[string]*prometheus.Desc
+	jobs     *jobMetrics
 }
 
-func newMetrics(eng viewer) *metrics {
+func newMetrics(eng viewer, j Jobs) *metrics {
 	m := &metrics{
-		eng: eng,
+		eng: eng, jobs: newJobMetrics(j),
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wsched_http_request_duration_seconds",
@@ -40,6 +42,9 @@ func newMetrics(eng viewer) *metrics {
 		gpuBytes: prometheus.NewDesc("wsched_gpu_memory_bytes",
 			"GPU memory by the accounting formula: kind is total, used, free, reserved, usable, foreign, leased or available.",
 			[]string{"gpu", "uuid", "name", "kind"}, nil),
+		gpuOK: prometheus.NewDesc("wsched_gpu_placeable",
+			"1 when the GPU takes leases, 0 when it is unhealthy or MIG-enabled (reason says why).",
+			[]string{"gpu", "uuid", "name", "reason"}, nil),
 		leases: prometheus.NewDesc("wsched_leases", "Leases by state (granted on GPUs or CPU).", []string{"state", "device"}, nil),
 		queue:  prometheus.NewDesc("wsched_queue_length", "Requests waiting for memory, by priority.", []string{"priority"}, nil),
 		counters: map[string]*prometheus.Desc{
@@ -53,12 +58,14 @@ func newMetrics(eng viewer) *metrics {
 		},
 	}
 	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.jobs.collectors()...)
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.gpuBytes
+	ch <- m.gpuOK
 	ch <- m.leases
 	ch <- m.queue
 	for _, d := range m.counters {
@@ -81,6 +88,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		} {
 			gauge(m.gpuBytes, float64(val), idx, g.UUID, g.Name, kind)
 		}
+		ok := 0.0
+		if g.Placeable {
+			ok = 1
+		}
+		gauge(m.gpuOK, ok, idx, g.UUID, g.Name, g.Reason)
 		gpuLeases += len(g.Leases)
 	}
 	gauge(m.leases, float64(gpuLeases), "granted", "gpu")

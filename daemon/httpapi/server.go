@@ -39,6 +39,7 @@ type Jobs interface {
 	Cancel(ctx context.Context, id string) (jobs.Job, error)
 	Wait(ctx context.Context, id string) (jobs.Job, error)
 	Subscribe(ctx context.Context, id string) (jobs.Job, <-chan jobs.Event, func(), error)
+	Watch(ctx context.Context) (<-chan jobs.Event, func(), error)
 }
 
 // Backends reports the plugin host's backends and instances (*host.Host).
@@ -114,7 +115,7 @@ func New(opts Options) *Server {
 	if s.procRoot == "" {
 		s.procRoot = "/proc"
 	}
-	s.metrics = newMetrics(s.eng)
+	s.metrics = newMetrics(s.eng, s.jobs)
 	return s
 }
 
@@ -142,6 +143,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/audio/translations", s.openAITranscription(true))
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /v1/monitor/events", s.monitorEvents)
+	mux.Handle("GET /{$}", monitorPage())
+	mux.Handle("GET /ui/", monitorPage())
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})

@@ -8,11 +8,12 @@ import (
 )
 
 // tcpRoutes are what the TCP listener serves: transcription (uploads only),
-// the OpenAI-compatible endpoints and read-only views. Leases and audio by
+// the OpenAI-compatible endpoints, read-only views and the monitor page
+// ("/" exactly, its assets under /ui/, its stream /v1/monitor/events). Leases and audio by
 // path need the Unix socket, where the kernel vouches for the client.
 var tcpRoutes = []string{
 	"/v1/audio/transcriptions", "/v1/audio/translations", "/v1/models", "/v1/jobs", "/v1/gpus",
-	"/v1/status", "/v1/estimate", "/healthz",
+	"/v1/status", "/v1/estimate", "/healthz", "/", "/ui", "/v1/monitor",
 }
 
 // RequireToken guards the TCP listener: a bearer token compared in constant

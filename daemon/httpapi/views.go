@@ -25,9 +25,16 @@ func toAPILeases(ls []placement.Lease) []api.Lease {
 // and its leases.
 func (s *Server) gpusBody(v placement.View) api.GPUs {
 	out := api.GPUs{Taken: v.Taken, Provider: v.Provider, Driver: v.Driver, Policy: string(s.cfg.Placement.Policy),
-		GPUs: []api.GPU{}, CPU: toAPILeases(v.CPU), Queue: toAPILeases(v.Queue)}
+		GPUs: []api.GPU{}, CPU: toAPILeases(v.CPU), Queue: toAPILeases(v.Queue), Held: []api.Hold{}}
+	index := map[string]int{}
 	for _, g := range v.GPUs {
-		out.GPUs = append(out.GPUs, convert.GPU(g.Reading, g.Account, toAPILeases(g.Leases)))
+		gpu := convert.GPU(g.Reading, g.Account, toAPILeases(g.Leases))
+		gpu.HeldBytes = g.HeldBytes
+		out.GPUs = append(out.GPUs, gpu)
+		index[g.UUID] = g.Index
+	}
+	for _, h := range v.Held {
+		out.Held = append(out.Held, api.Hold{LeaseID: h.LeaseID, GPUIndex: index[h.GPU], GPUUUID: h.GPU, Bytes: h.Bytes})
 	}
 	return out
 }
@@ -37,6 +44,10 @@ func (s *Server) getGPUs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.statusBody())
+}
+
+func (s *Server) statusBody() api.Status {
 	v := s.eng.View()
 	st := api.Status{
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
@@ -46,8 +57,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	for _, g := range v.GPUs {
 		st.Leases += len(g.Leases)
 		st.LeasedBytes += g.LeasedBytes
+		st.HeldBytes += g.HeldBytes
 	}
-	writeJSON(w, http.StatusOK, st)
+	return st
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

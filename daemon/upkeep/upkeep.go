@@ -80,6 +80,10 @@ type Upkeep struct {
 	// readings; done is closed when that loop has returned.
 	sample chan chan error
 	done   chan struct{}
+	// events is the engine subscription Recover takes, so that Run, started
+	// after it, misses no lease that ends in between; Run owns it.
+	events      <-chan placement.Event
+	unsubscribe func()
 }
 
 // New returns Upkeep; call Recover, then Run.

@@ -26,21 +26,38 @@ func (u *Upkeep) pumpExits(ctx context.Context) {
 
 // pumpEvents follows the engine's events: holders of new leases are
 // watched, and ended model leases teach the estimator their measured peak.
+// The first subscription is the one Recover took.
 func (u *Upkeep) pumpEvents(ctx context.Context) {
+	ch, cancel := u.events, u.unsubscribe
 	for ctx.Err() == nil {
-		ch, cancel, err := u.opts.Engine.Subscribe(ctx)
-		if err != nil {
-			return
+		if ch == nil {
+			var err error
+			if ch, cancel, err = u.opts.Engine.Subscribe(ctx); err != nil {
+				return
+			}
+			u.resyncWatches()
 		}
-		for ev := range ch {
+		u.follow(ctx, ch)
+		cancel()
+		ch = nil
+		if ctx.Err() == nil {
+			u.log.Warn("event pump fell behind; resubscribing")
+		}
+	}
+}
+
+// follow handles one subscription until ctx ends or the engine closes it.
+func (u *Upkeep) follow(ctx context.Context, ch <-chan placement.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
 			u.onEvent(ev)
 		}
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		u.log.Warn("event pump fell behind; resubscribing")
-		u.resyncWatches()
 	}
 }
 

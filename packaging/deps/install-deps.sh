@@ -292,7 +292,9 @@ check_stage() {
 		read -ra flags <<<"${CGO_CFLAGS//${PREFIX}/${stage}} ${CGO_LDFLAGS//${PREFIX}/${stage}}"
 		gcc -o "${probe}/c" "${probe}/c.c" "${flags[@]}" -lwhisper -lggml -lggml-base
 	) || die "check: a program does not link against the new prefix"
-	"${probe}/c" >/dev/null || die "check: a program linked against the new prefix does not run"
+	# The libraries' own RUNPATH names the final prefix, not yet in place: the stage's lib/ stands in.
+	LD_LIBRARY_PATH="${stage}/lib" "${probe}/c" >/dev/null ||
+		die "check: a program linked against the new prefix does not run"
 	rm -rf "${probe}"
 }
 

@@ -2,10 +2,10 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/wsched/wsched/estimator"
@@ -39,8 +39,9 @@ type Spec struct {
 	// KeepAlive is how long the instance stays warm after release: 0 means
 	// [backends] keep_alive, a negative value not at all.
 	KeepAlive time.Duration
-	// Wait is how long to queue for memory when nothing idle is left to
-	// evict (0: fail at once with placement.ErrNoFit).
+	// Wait is how long to queue for memory (0: fail at once with
+	// placement.ErrNoFit, unless idle instances are being stopped to make
+	// room: the engine then waits [leases] reclaim_wait for them).
 	Wait time.Duration
 	// Labels are added to the lease.
 	Labels map[string]string
@@ -66,9 +67,10 @@ func (s Spec) validate() error {
 // Acquire returns an instance of spec's backend with its model loaded,
 // checked out to the caller alone, and the function that hands it back
 // (call it exactly when done; more calls do nothing). A warm instance of the
-// same spec is reused; otherwise a new one is started under a new lease,
-// evicting idle instances least recently used first when the lease does not
-// fit, and waiting up to spec.Wait when nothing is left to evict.
+// same spec is reused; otherwise a new one is started under a new lease. When
+// the lease does not fit, the placement engine asks back the leases of idle
+// instances (least recently used first; see reclaim.go) and the request
+// waits for them, or up to spec.Wait for memory to be freed otherwise.
 func (h *Host) Acquire(ctx context.Context, spec Spec) (*Instance, func(), error) {
 	if err := spec.validate(); err != nil {
 		return nil, nil, fmt.Errorf("host: acquire: %w", err)
@@ -79,30 +81,14 @@ func (h *Host) Acquire(ctx context.Context, spec Spec) (*Instance, func(), error
 	spec.Labels = maps.Clone(spec.Labels)
 	spec.Load.Extra = maps.Clone(spec.Load.Extra)
 	k := keyOf(spec)
-	var bin *Binary
-	for {
-		if inst, err := h.takeWarm(ctx, k, spec); inst != nil || err != nil {
-			return inst, inst.releaser(), err
-		}
-		if bin == nil {
-			b, err := h.lookup(spec.Backend)
-			if err != nil {
-				return nil, nil, err
-			}
-			bin = &b
-		}
-		l, err := h.opts.Leases.Acquire(ctx, h.request(spec, *bin, 0))
-		if err == nil {
-			return h.startWorker(ctx, spec, *bin, l)
-		}
-		if errors.Is(err, placement.ErrNoFit) && h.evictOne(spec, "evicted (least recently used) for a load that did not fit") {
-			continue
-		}
-		if errors.Is(err, placement.ErrNoFit) && spec.Wait > 0 {
-			return h.waitForRoom(ctx, k, spec, *bin)
-		}
-		return nil, nil, fmt.Errorf("host: lease %s for backend %s: %w", units.FormatBytes(spec.MemoryBytes), spec.Backend, err)
+	if inst, err := h.takeWarm(ctx, k, spec); inst != nil || err != nil {
+		return inst, inst.releaser(), err
 	}
+	bin, err := h.lookup(spec.Backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.waitForRoom(ctx, k, spec, bin)
 }
 
 // releaser is the release function of an instance (nil for none).
@@ -167,6 +153,7 @@ func (h *Host) takeWarm(ctx context.Context, k key, spec Spec) (*Instance, error
 			h.drop(w, "backend given up: "+failed.Error())
 			continue
 		}
+		h.syncReclaimable(w)
 		return &Instance{h: h, w: w}, nil
 	}
 }
@@ -187,50 +174,14 @@ func (h *Host) idleMatch(k key, spec Spec) *worker {
 	return best
 }
 
-// makesRoom reports whether dropping w frees memory spec could use.
-func makesRoom(w *worker, spec Spec) bool {
-	if w.lease.GPU == placement.CPU {
-		return false
-	}
-	switch spec.Device.Kind {
-	case device.Index:
-		return w.lease.GPUIndex == spec.Device.Index
-	case device.UUID:
-		return w.lease.GPU == spec.Device.UUID
-	case device.CPU:
-		return false
-	}
-	return true
-}
-
-// evictOne drops the least recently used idle instance that makes room for
-// spec; false when there is none.
-func (h *Host) evictOne(spec Spec, reason string) bool {
-	h.mu.Lock()
-	var victim *worker
-	for _, w := range h.workers {
-		if w.state == StateIdle && makesRoom(w, spec) && (victim == nil || w.lastUsed.Before(victim.lastUsed)) {
-			victim = w
-		}
-	}
-	if victim != nil {
-		victim.state = StateStopping
-	}
-	h.mu.Unlock()
-	if victim == nil {
-		return false
-	}
-	h.drop(victim, reason)
-	return true
-}
-
-// waitForRoom queues spec's lease in the placement engine for up to
-// spec.Wait. Meanwhile an instance of the same key that becomes idle is
-// taken instead, and any other idle instance that could make room is
-// evicted rather than left holding memory the request waits for.
+// waitForRoom asks the engine for spec's lease, waiting up to spec.Wait
+// (and, whatever spec.Wait, for idle instances the engine asks back).
+// Meanwhile an idle instance of the same key that could serve spec is taken
+// instead: onReclaim leaves such instances to waiting loads.
 func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*Instance, func(), error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer h.addWaiting(k, spec.MemoryBytes)()
 	type granted struct {
 		lease placement.Lease
 		err   error
@@ -252,8 +203,6 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 			}
 			return inst, inst.releaser(), err
 		}
-		for h.evictOne(spec, "evicted (idle) for a load waiting for memory") {
-		}
 		select {
 		case g := <-got:
 			if g.err != nil {
@@ -263,4 +212,28 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 		case <-changed:
 		}
 	}
+}
+
+// addWaiting records a load of key k and size bytes waiting for memory;
+// the returned function removes it.
+func (h *Host) addWaiting(k key, bytes int64) func() {
+	h.mu.Lock()
+	h.waiting[k] = append(h.waiting[k], bytes)
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if i := slices.Index(h.waiting[k], bytes); i >= 0 {
+			h.waiting[k] = slices.Delete(h.waiting[k], i, i+1)
+		}
+		if len(h.waiting[k]) == 0 {
+			delete(h.waiting, k)
+		}
+	}
+}
+
+// wantedByWaiter reports whether a waiting load could take w. Call with h.mu
+// held.
+func (h *Host) wantedByWaiter(w *worker) bool {
+	return slices.ContainsFunc(h.waiting[w.key], func(b int64) bool { return b <= w.lease.Bytes })
 }

@@ -102,16 +102,19 @@ func (h *Host) healthCheck(ctx context.Context, w *worker) {
 		h.mu.Unlock()
 		return
 	}
-	failed := w.failed
-	if failed != nil {
+	reason := w.discard // asked back while it was checked
+	if w.failed != nil {
+		reason = "backend given up: " + w.failed.Error()
+	}
+	if reason != "" {
 		w.state = StateStopping
 	} else {
 		w.state = StateIdle
 		h.broadcast()
 	}
 	h.mu.Unlock()
-	if failed != nil {
-		h.drop(w, "backend given up: "+failed.Error())
+	if reason != "" {
+		h.drop(w, reason)
 	}
 }
 

@@ -44,14 +44,11 @@
 // for one model plus one decoding state. After release an instance stays
 // warm for Spec.KeepAlive (0: [backends] keep_alive; negative: not at all);
 // a later Acquire with the same backend, model path, load options and device
-// (and a lease at least as large) gets it back without a reload. When a new
-// load does not fit (placement.ErrNoFit), idle instances that could make
-// room (on the pinned GPU, or any GPU for auto) are evicted least recently
-// used first, their leases released, and the lease is asked for again. If
-// nothing is left to evict and Spec.Wait > 0, the request queues in the
-// placement engine; meanwhile an instance of the same spec that becomes free
-// is taken instead, and any other instance that becomes idle is evicted
-// rather than left holding memory a waiter needs.
+// (and a lease at least as large) gets it back without a reload. An idle
+// instance's lease is marked reclaimable; when any lease request does not
+// fit, the placement engine asks such leases back (EventReclaim, least
+// recently used first) and the host stops those instances (reclaim.go). A
+// load waiting for memory takes an idle instance of its own spec instead.
 //
 // # Crashes
 //

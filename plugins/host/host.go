@@ -19,6 +19,8 @@ type Leaser interface {
 	Renew(ctx context.Context, id string, ttl time.Duration) (placement.Lease, error)
 	AddPID(ctx context.Context, id string, pid int) (placement.Lease, error)
 	RemovePID(ctx context.Context, id string, pid int) (placement.Lease, error)
+	SetReclaimable(ctx context.Context, id string, on bool) (placement.Lease, error)
+	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 }
 
 var _ Leaser = (*placement.Engine)(nil)
@@ -69,6 +71,7 @@ type Host struct {
 	changed chan struct{} // closed and replaced when a worker turns idle or goes
 	nextID  int
 	stopped bool
+	waiting map[key][]int64   // sizes of the loads waiting for memory, by key
 	probes  map[string]probe  // Info answers by path
 	logged  map[string]string // refusal reasons already logged, by path
 }
@@ -91,7 +94,7 @@ func New(opts Options) *Host {
 		opts: opts, log: opts.Log, uid: os.Geteuid(), ttl: opts.LeaseTTL,
 		dirs:    absDirs(append([]string{opts.Config.PluginDir}, opts.Config.DevDirs...)...),
 		kick:    make(chan struct{}, 1),
-		workers: map[string]*worker{}, changed: make(chan struct{}),
+		workers: map[string]*worker{}, changed: make(chan struct{}), waiting: map[key][]int64{},
 		probes: map[string]probe{}, logged: map[string]string{},
 	}
 }
@@ -104,6 +107,7 @@ func (h *Host) Dirs() []string { return h.dirs }
 // lease. Acquire fails with ErrStopped afterwards.
 func (h *Host) Run(ctx context.Context) error {
 	h.scan()
+	h.background(func() { h.watchReclaims(ctx) })
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

@@ -355,3 +355,25 @@ func processAlive(pid int) error {
 	}
 	return p.Signal(syscall.Signal(0))
 }
+
+// TestOutsideRequestReclaimsIdleBackend: a lease request that is not the
+// host's own (wsched lease, wsched run) gets the memory of an idle backend:
+// the engine asks it back and the host stops it, instead of the request
+// failing while the backend waits out its keep-alive.
+func TestOutsideRequestReclaimsIdleBackend(t *testing.T) {
+	r := newRig(t, []int64{8 * GiB})
+	inst, rel := r.acquire(r.spec("a.bin", 6*GiB))
+	id := inst.Lease().ID
+	rel() // idle, kept warm
+	outside := placement.Request{Bytes: 4 * GiB, Holder: placement.Holder{PID: os.Getpid(), UID: os.Getuid()}}
+	l, err := r.eng.Acquire(t.Context(), outside) // no wait of its own
+	if err != nil {
+		t.Fatalf("outside request with an idle backend in the way: %v", err)
+	}
+	if ev := r.waitEvent(EventStopped, nil); ev.Lease != id || !strings.HasPrefix(ev.Reason, "evicted (idle)") {
+		t.Errorf("stopped %s (%s), want the idle backend's lease %s evicted", ev.Lease, ev.Reason, id)
+	}
+	if l.State != placement.StateGranted {
+		t.Errorf("outside lease %s, want granted", l.State)
+	}
+}

@@ -146,6 +146,7 @@ func (h *Host) checkin(w *worker) {
 		h.drop(w, reason)
 		return
 	}
+	h.syncReclaimable(w)
 	h.wake()
 }
 

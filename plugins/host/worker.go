@@ -52,6 +52,9 @@ type worker struct {
 	restarts int
 	failed   error  // set once the worker is given up
 	discard  string // set by Discard: drop at check-in, for this reason
+
+	markMu sync.Mutex // serializes syncReclaimable
+	marked bool       // the engine has the lease as reclaimable
 }
 
 // key says which warm instances can serve a spec: same backend, model,

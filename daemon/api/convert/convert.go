@@ -26,6 +26,7 @@ func FromLease(l placement.Lease) api.Lease {
 		PIDs: l.PIDs, TTLSeconds: l.TTL.Seconds(), Created: l.Created, Granted: optTime(l.Granted),
 		Expires: optTime(l.Expires), Ended: optTime(l.Ended), Reason: l.Reason, UsedBytes: l.UsedBytes, PeakBytes: l.PeakBytes,
 		Overrun: l.Overrun, Labels: l.Labels, GPUTotalBytes: l.GPUTotalBytes,
+		Reclaimable: l.Reclaimable, ReclaimableSince: optTime(l.ReclaimableSince),
 	}
 	if l.GPU == placement.CPU {
 		out.GPUUUID = ""

@@ -109,7 +109,8 @@ func TestGPU(t *testing.T) {
 		inventory.GPU
 		Accounting placement.Account `json:"accounting"`
 		Leases     []api.Lease       `json:"leases"`
-	}{g, a, []api.Lease{{ID: "l1"}}})
+		HeldBytes  int64             `json:"held_bytes"` // set by the caller from the view
+	}{g, a, []api.Lease{{ID: "l1"}}, 0})
 	if b, _ := json.Marshal(got); !bytes.Equal(b, want) {
 		t.Errorf("GPU JSON\n got %s\nwant %s", b, want)
 	}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsched/wsched/daemon/api"
+)
+
+// TestStatusShowsHeldMemory: memory held for a blocked queue head is named on
+// its GPU and on the queued request (the formula counts it as available).
+func TestStatusShowsHeldMemory(t *testing.T) {
+	var out bytes.Buffer
+	a := &app{streams: streams{out: &out}}
+	gpus := api.GPUs{
+		GPUs: []api.GPU{{GPUReading: api.GPUReading{Index: 1, Name: "Sim"}, Accounting: api.Account{TotalBytes: 24 * GiB,
+			UsableBytes: 24 * GiB, AvailableBytes: 12 * GiB, Placeable: true}, HeldBytes: 10 * GiB}},
+		Queue: []api.Lease{{ID: "l-big", MemoryBytes: 20 * GiB, Priority: "normal", Created: time.Now()}},
+		Held:  []api.Hold{{LeaseID: "l-big", GPUIndex: 1, Bytes: 10 * GiB}},
+	}
+	if err := renderStatus(a, api.Status{Started: time.Now(), QueueLength: 1, HeldBytes: 10 * GiB}, gpus); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"10.00 GiB of the available memory is held for the queue head", "queued: l-big 20.00 GiB priority normal, waiting 0s, 10.00 GiB held for it on GPU 1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
