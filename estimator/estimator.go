@@ -76,6 +76,9 @@ type Request struct {
 	GPUs []GPUFree `json:"gpus,omitempty"`
 	// GPUModel selects learned values when GPUs is empty (NVML's name).
 	GPUModel string `json:"gpu_model,omitempty"`
+	// Driver is the NVIDIA driver version of the machine (learned values
+	// are kept per driver major version); "" when unknown.
+	Driver string `json:"driver,omitempty"`
 }
 
 // GPUFree is one candidate GPU.
@@ -251,7 +254,7 @@ func (e *Estimator) estimateOn(req Request, gpuModel string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	f.key.GPUModel = gpuModel
+	f.key.GPUModel, f.key.Driver = gpuModel, DriverMajor(req.Driver)
 	if err := e.applyLearnedContext(&f, gpuModel); err != nil {
 		return Result{}, err
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/wsched/wsched/estimator"
@@ -37,9 +38,11 @@ func NewSizer(est *estimator.Estimator, eng Viewer) *Sizer { return &Sizer{est: 
 
 // Estimate answers req for the GPUs it names, or for every GPU when none.
 func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
+	v := z.eng.View()
 	if len(req.GPUs) == 0 {
-		req.GPUs = FreeMemory(z.eng.View())
+		req.GPUs = FreeMemory(v)
 	}
+	req.Driver = cmp.Or(req.Driver, v.Driver)
 	return z.est.Estimate(req)
 }
 
@@ -47,7 +50,8 @@ func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
 // with what it has learned for that model) and recommends the largest, since
 // the placement engine has not chosen a GPU yet.
 func (z *Sizer) EstimateAnyGPU(req estimator.Request) (estimator.Result, error) {
-	req.GPUs = FreeMemory(z.eng.View())
+	v := z.eng.View()
+	req.GPUs, req.Driver = FreeMemory(v), cmp.Or(req.Driver, v.Driver)
 	res, err := z.est.Estimate(req)
 	if err != nil {
 		return res, err
@@ -124,7 +128,7 @@ func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, re
 // RetryBytes, what the last OOM showed it needs (retryBytes).
 func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
 	if m.MemoryBytes > 0 { // configured: the operator knows best
-		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name}
+		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.eng.View().Driver)}
 		return max(int64(float64(m.MemoryBytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
 	}
 	req, err := m.EstimateRequest()
