@@ -131,6 +131,7 @@ func TestTickAttributesChildren(t *testing.T) {
 // estimator its measured peak, for the GPU model it ran on, when it ends.
 func TestLearnsPeakOfEndedLease(t *testing.T) {
 	r := newRig(t)
+	r.sim.SetDriver("550.54.15") // learned under the driver's major version
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if err := r.u.Recover(ctx); err != nil {
@@ -150,7 +151,7 @@ func TestLearnsPeakOfEndedLease(t *testing.T) {
 	if _, err := r.eng.Release(ctx, l.ID, "done"); err != nil {
 		t.Fatal(err)
 	}
-	key.GPUModel = "Sim GPU"
+	key.GPUModel, key.Driver = "Sim GPU", "550"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		peaks, err := r.db.Peaks(key)
