@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsched/wsched/daemon/procwatch"
@@ -60,7 +61,8 @@ type Daemon struct {
 	tcpAddr    string // the TCP listener's address, when configured
 	activated  bool
 	started    time.Time
-	lastStatus string // the last STATUS= line sent to systemd
+	lastStatus string      // the last STATUS= line sent to systemd (upkeep's goroutine)
+	ready      atomic.Bool // READY=1 has been sent
 }
 
 // New opens the inventory, the state database and the process watcher and

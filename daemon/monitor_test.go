@@ -74,7 +74,7 @@ func monitorDaemon(t *testing.T) (*testDaemon, string) {
 // the test ends; the flags keep it off the network.
 func startChromium(t *testing.T, width, height int) context.Context {
 	t.Helper()
-	profile, err := os.MkdirTemp("", "wsched-chromium-")
+	profile, err := os.MkdirTemp("", "c") // short: Chromium puts its SingletonSocket under it (107-byte socket paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +140,15 @@ func TestMonitorPageLive(t *testing.T) {
 	if same, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.wschedLoad`)); err != nil || same != loaded {
 		t.Errorf("the page reloaded (marker %q, want %q, %v)", same, loaded, err)
 	}
-	// A request no GPU can take waits in the queue, with the reason shown
-	// (21.5 GiB: GPU 6 has 21.4 GiB even once the idle fake-tiny instance's
-	// lease is reclaimed; GPU 1, 21.8 GiB, holds the 8 GiB lease).
+	// A request that cannot be granted now waits in the queue, with the
+	// reason shown: GPU 0 is held by foreign processes (not reclaimable, as
+	// the idle backend of the job above would be).
 	go func() {
-		_, _ = td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 21*GiB + GiB/2, WaitSeconds: 60})
+		_, _ = td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 21 * GiB, Device: "cuda:0", WaitSeconds: 60})
 	}()
 	waitJS(ctx, t, `(() => { const r = document.querySelector('#queue tr[data-lease]');
-		return !!r && r.querySelector('.why').textContent.includes("most available") })()`)
+		return !!r && r.querySelector('.why').textContent.includes("most available") &&
+		r.querySelector('.why').textContent.includes("on GPU 0") })()`)
 	if path := os.Getenv(screenshotEnv); path != "" {
 		saveScreenshot(ctx, t, path)
 	}

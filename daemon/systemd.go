@@ -22,7 +22,11 @@ func (d *Daemon) statusLine() string {
 }
 
 // updateStatus sends the status line when it changed (after each reading).
+// Nothing goes out before READY=1, which carries the first status line.
 func (d *Daemon) updateStatus() {
+	if !d.ready.Load() {
+		return
+	}
 	if st := d.statusLine(); st != d.lastStatus {
 		d.notify("STATUS=" + st)
 		d.lastStatus = st
@@ -57,6 +61,7 @@ func (d *Daemon) watchdog(ctx context.Context) {
 
 func (d *Daemon) notifyReady() {
 	d.notify("READY=1\nSTATUS=" + d.statusLine())
+	d.ready.Store(true)
 }
 
 // notify sends a state line to systemd when NOTIFY_SOCKET is set.

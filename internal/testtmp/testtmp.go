@@ -24,7 +24,7 @@ func Main(m *testing.M) int { return Run(m.Run) }
 func Run(tests func() int) int { return run(tests, os.Stderr) }
 
 func run(tests func() int, stderr io.Writer) int {
-	dir, err := os.MkdirTemp("", "wsched-test-")
+	dir, err := os.MkdirTemp("", "wt") // short: tests make Unix sockets below it
 	if err != nil {
 		fmt.Fprintln(stderr, "testtmp:", err)
 		return 1

@@ -98,12 +98,20 @@
     return [card, canvas];
   }
 
+  // allowedOn: may a request for device (auto, cuda, cuda:N, GPU-<uuid>) run on g?
+  function allowedOn(device, g) {
+    const m = /^cuda:(\d+)$/.exec(device || "");
+    if (m) return g.index === Number(m[1]);
+    if ((device || "").startsWith("GPU-")) return g.uuid === device;
+    return true;
+  }
+
   function why(q, gpus) {
     const held = (gpus.held || []).find((h) => h.lease_id === q.id);
     if (held) return `${fmtBytes(held.bytes)} held for it on GPU ${held.gpu_index} until it fits (waited past backfill_window)`;
     let best = null;
     for (const g of gpus.gpus) {
-      if (!g.accounting.placeable) continue;
+      if (!g.accounting.placeable || !allowedOn(q.device, g)) continue;
       const free = Math.max(0, g.accounting.available_bytes - (g.held_bytes || 0));
       if (!best || free > best.free) best = { free, index: g.index };
     }
