@@ -79,7 +79,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	reader := inventory.NewReader(d.provider, cfg.Inventory.MaxAge.D(), nil)
-	d.est = estimator.New(estimator.Config{CUDAContextBytes: int64(cfg.Estimator.CUDAContext)}, d.db)
+	d.est = estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, d.db)
 	d.eng = placement.New(placement.Options{
 		Placement: cfg.Placement, Leases: cfg.Leases, Inventory: reader, Store: d.db, Log: log, Signal: d.terminate,
 	})

@@ -18,6 +18,7 @@ func (d *Daemon) newHost() *host.Host {
 	}
 	return host.New(host.Options{
 		Config: d.cfg.Backends, Leases: d.eng, Holder: self, LeaseTTL: d.cfg.Leases.DefaultTTL.D(), Log: d.log,
+		Sampler: d.upkeep,
 	})
 }
 

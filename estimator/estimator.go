@@ -41,13 +41,6 @@ const (
 	GiB int64 = 1 << 30
 )
 
-// DefaultCUDAContextBytes is [estimator] cuda_context: what a process holds
-// on a GPU once CUDA and the backend's libraries are initialised, before any
-// model memory (driver context, cuBLAS handles, module images). 400 MiB is a
-// typical figure for CUDA 12 on recent GPUs; the learned value per GPU model
-// replaces it once measured.
-const DefaultCUDAContextBytes = 400 * MiB
-
 // Request describes one process to be placed.
 type Request struct {
 	Backend Backend `json:"backend"`
@@ -83,6 +76,9 @@ type Request struct {
 	GPUs []GPUFree `json:"gpus,omitempty"`
 	// GPUModel selects learned values when GPUs is empty (NVML's name).
 	GPUModel string `json:"gpu_model,omitempty"`
+	// Driver is the NVIDIA driver version of the machine (learned values
+	// are kept per driver major version); "" when unknown.
+	Driver string `json:"driver,omitempty"`
 }
 
 // GPUFree is one candidate GPU.
@@ -117,7 +113,10 @@ type Breakdown struct {
 	ComputeCross  int64 `json:"compute_cross,omitempty"`  // part of Compute
 	ComputeDecode int64 `json:"compute_decode,omitempty"` // part of Compute
 
-	CUDAPool    int64 `json:"cuda_pool,omitempty"`
+	CUDAPool int64 `json:"cuda_pool,omitempty"`
+	// CUDARuntime is whisper.cpp's CUDA overhead beyond context and
+	// buffers: cuBLAS workspace, kernel images, CUDA graphs.
+	CUDARuntime int64 `json:"cuda_runtime,omitempty"`
 	Transient   int64 `json:"transient,omitempty"`
 	Activations int64 `json:"activations,omitempty"`
 	Audio       int64 `json:"audio,omitempty"`
@@ -129,7 +128,7 @@ type Breakdown struct {
 // Sum adds the additive components (the compute_* details are inside Compute).
 func (b Breakdown) Sum() int64 {
 	return b.Weights + b.KVSelf + b.KVCross + b.KVPad + b.Compute + b.Context +
-		b.CUDAPool + b.Transient + b.Activations + b.Audio + b.Batch + b.Overhead + b.Learned
+		b.CUDAPool + b.CUDARuntime + b.Transient + b.Activations + b.Audio + b.Batch + b.Overhead + b.Learned
 }
 
 // Result is an estimate, as `wsched estimate --json` and POST /v1/estimate
@@ -160,7 +159,8 @@ type Result struct {
 
 // Config tunes an Estimator; zero fields take the defaults.
 type Config struct {
-	// CUDAContextBytes is [estimator] cuda_context (default 400 MiB).
+	// CUDAContextBytes is [estimator] cuda_context; 0 means by GPU (the
+	// overhead row of the GPU model, OverheadFor), a value overrides it.
 	CUDAContextBytes int64
 	// Margin is the safety margin of RecommendedBytes over TotalBytes for
 	// formula profiles (default 0.10; the seed profile keeps its own 20%).
@@ -175,9 +175,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.CUDAContextBytes <= 0 {
-		c.CUDAContextBytes = DefaultCUDAContextBytes
-	}
+	c.CUDAContextBytes = max(c.CUDAContextBytes, 0)
 	if c.Margin <= 0 {
 		c.Margin = 0.10
 	}
@@ -251,11 +249,12 @@ func (e *Estimator) Estimate(req Request) (Result, error) {
 }
 
 func (e *Estimator) estimateOn(req Request, gpuModel string) (Result, error) {
+	req.GPUModel = gpuModel
 	f, err := e.profile(req)
 	if err != nil {
 		return Result{}, err
 	}
-	f.key.GPUModel = gpuModel
+	f.key.GPUModel, f.key.Driver = gpuModel, DriverMajor(req.Driver)
 	if err := e.applyLearnedContext(&f, gpuModel); err != nil {
 		return Result{}, err
 	}

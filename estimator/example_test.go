@@ -20,20 +20,21 @@ func Example_mediumWhisperCppVersusSeed() {
 	// Output:
 	// backend      whisper.cpp
 	// model        medium (f16)
-	// total        2.22 GiB (formula)
-	// recommended  2.44 GiB
-	// breakdown      weights    1.43 GiB
-	//                kv_self    48.00 MiB
-	//                kv_cross   144.00 MiB
-	//                kv_pad     6.00 MiB
-	//                compute    164.74 MiB
-	//                cuda_pool  47.45 MiB
-	//                context    400.00 MiB
+	// total        2.31 GiB (formula)
+	// recommended  2.54 GiB
+	// breakdown      weights       1.43 GiB
+	//                kv_self       48.00 MiB
+	//                kv_cross      144.00 MiB
+	//                kv_pad        6.00 MiB
+	//                compute       164.74 MiB
+	//                cuda_pool     47.45 MiB
+	//                cuda_runtime  90.62 MiB
+	//                context       400.00 MiB
 	// gpu 0 (NVIDIA GeForce RTX 3060): 12.00 GiB available, sufficient, 4 copies
 	// suggestions:
-	//   - a smaller model (small): 2.22 GiB → 1.11 GiB (saves 1.11 GiB)
-	//   - a quantized q8_0 model file: 2.22 GiB → 1.66 GiB (saves 571.12 MiB)
-	//   - a quantized q5_0 model file: 2.22 GiB → 1.40 GiB (saves 842.11 MiB)
+	//   - a smaller model (small): 2.31 GiB → 1.19 GiB (saves 1.12 GiB)
+	//   - a quantized q8_0 model file: 2.31 GiB → 1.74 GiB (saves 577.89 MiB)
+	//   - a quantized q5_0 model file: 2.31 GiB → 1.48 GiB (saves 851.60 MiB)
 	// backend      seed
 	// model        medium (float16)
 	// total        4.22 GiB (formula)

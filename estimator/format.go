@@ -63,7 +63,7 @@ type component struct {
 func (b Breakdown) components() []component {
 	all := []component{
 		{"weights", b.Weights}, {"kv_self", b.KVSelf}, {"kv_cross", b.KVCross}, {"kv_pad", b.KVPad},
-		{"compute", b.Compute}, {"cuda_pool", b.CUDAPool}, {"transient", b.Transient},
+		{"compute", b.Compute}, {"cuda_pool", b.CUDAPool}, {"cuda_runtime", b.CUDARuntime}, {"transient", b.Transient},
 		{"activations", b.Activations}, {"audio", b.Audio}, {"batch", b.Batch},
 		{"overhead", b.Overhead}, {"context", b.Context}, {"learned", b.Learned},
 	}

@@ -13,8 +13,10 @@ import (
 
 // Key identifies a kind of process whose measured peaks are comparable:
 // the same backend, model (file sha256 or name), precision, number of
-// decoded sequences (beam/best-of), batch (whisper.cpp: processors) and GPU
-// model. The daemon records NVML's peak for a lease's holder under it.
+// decoded sequences (beam/best-of), batch (whisper.cpp: processors), GPU
+// model and NVIDIA driver major version (a new driver moves the CUDA context
+// and runtime buffers). The daemon records NVML's peak for a lease's holder
+// under it.
 type Key struct {
 	Backend   Backend `json:"backend"`
 	Model     string  `json:"model"`
@@ -22,11 +24,27 @@ type Key struct {
 	Beam      int     `json:"beam"`
 	Batch     int     `json:"batch"`
 	GPUModel  string  `json:"gpu_model"`
+	// Driver is the driver's major version ("550"; DriverMajor), "" when
+	// unknown.
+	Driver string `json:"driver,omitempty"`
+}
+
+// DriverMajor is the major version of an NVIDIA driver version string
+// ("550.54.15" → "550"), or "" when v does not start with one.
+func DriverMajor(v string) string {
+	major, _, _ := strings.Cut(v, ".")
+	if major == "" || strings.Trim(major, "0123456789") != "" {
+		return ""
+	}
+	return major
 }
 
 // String is a stable, unambiguous encoding for use as a storage key.
 func (k Key) String() string {
 	parts := []string{string(k.Backend), k.Model, k.Precision, strconv.Itoa(k.Beam), strconv.Itoa(k.Batch), k.GPUModel}
+	if k.Driver != "" { // keys learned before drivers were known keep their encoding
+		parts = append(parts, k.Driver)
+	}
 	for i, p := range parts {
 		parts[i] = strconv.Quote(p)
 	}

@@ -102,3 +102,33 @@ func TestKeyString(t *testing.T) {
 		t.Error("ambiguous key encoding")
 	}
 }
+
+// TestLearnedPerDriverMajor (issue 13): learned peaks are kept per driver
+// major version; a key without a driver keeps its old encoding.
+func TestLearnedPerDriverMajor(t *testing.T) {
+	for v, want := range map[string]string{"550.54.15": "550", "535": "535", "sim": "", "": "", ".1": ""} {
+		if got := DriverMajor(v); got != want {
+			t.Errorf("DriverMajor(%q) = %q, want %q", v, got, want)
+		}
+	}
+	k := Key{Backend: WhisperCpp, Model: "m", GPUModel: "NVIDIA L4"}
+	if s := k.String(); strings.Count(s, "|") != 5 {
+		t.Errorf("driverless key %s", s)
+	}
+	store := NewMemStore(0)
+	e := New(Config{}, store)
+	req := Request{Backend: WhisperCpp, Model: "small", ModelID: "sha256:abc", Driver: "550.54.15",
+		GPUs: []GPUFree{{Index: 0, Name: "NVIDIA L4", AvailableBytes: 20 * GiB}}}
+	r0, err := e.Estimate(req)
+	if err != nil || r0.Key.Driver != "550" {
+		t.Fatalf("key %+v, %v", r0.Key, err)
+	}
+	_ = store.RecordPeak(r0.Key, 2*r0.FormulaBytes)
+	if r1, _ := e.Estimate(req); r1.Source != "learned" {
+		t.Errorf("same driver major: %s", r1.Source)
+	}
+	req.Driver = "560.28.03"
+	if r2, _ := e.Estimate(req); r2.Source != "formula" || r2.Key.Driver != "560" {
+		t.Errorf("another driver learned from 550's peaks: %s %+v", r2.Source, r2.Key)
+	}
+}

@@ -59,18 +59,20 @@ func (e *Estimator) pytorch(req Request) (formula, error) {
 	crossKV := tl * 2 * actx * ts * bytesAct * seqs
 	selfKV := tl * 2 * tctx * ts * bytesAct * seqs
 	encoder := 8 * actx * as * bytesAct * int64(req.batch()) // SDPA attention, MLP hidden
+	ctxBytes, _, ctxWhy := e.contextFor(req.GPUModel)
 	b := Breakdown{
 		Weights:     4 * p,
 		Transient:   2 * p,
 		KVSelf:      selfKV,
 		KVCross:     crossKV,
 		Activations: encoder,
-		Context:     e.cfg.CUDAContextBytes,
+		Context:     ctxBytes,
 	}
 	f := formula{model: m.name, precision: prec, breakdown: b, margin: 0.20}
 	f.explain = []string{
 		fmt.Sprintf("%s: %.0fM parameters × 4 B fp32 weights + 2 B fp16 checkpoint copy kept by the caching allocator", m.name, float64(p)/1e6),
 		fmt.Sprintf("kv caches for %d sequences (beam/best-of %d × batch %d) in %s", seqs, req.decoders(), req.batch(), prec),
+		ctxWhy,
 	}
 	if gb, ok := readmeVRAM[readmeFamily(m.name)]; ok {
 		f.explain = append(f.explain, fmt.Sprintf("openai-whisper README lists ~%.0f GB for %s", gb, readmeFamily(m.name)))
@@ -124,17 +126,19 @@ func (e *Estimator) fasterWhisper(req Request) (formula, error) {
 	hp := m.hp
 	hyps := int64(req.decoders() * req.batch())
 	actx, as, ts, tl := int64(hp.NAudioCtx), int64(hp.NAudioState), int64(hp.NTextState), int64(hp.NTextLayer)
+	ctxBytes, _, ctxWhy := e.contextFor(req.GPUModel)
 	b := Breakdown{
 		Weights:     bpp * m.params(),
 		KVCross:     tl * 2 * actx * ts * hyps,
 		Activations: 222 * actx * as * int64(req.batch()),
-		Context:     e.cfg.CUDAContextBytes,
+		Context:     ctxBytes,
 	}
 	f := formula{model: m.name, precision: prec, breakdown: b, margin: 0.20}
 	f.explain = []string{
 		fmt.Sprintf("%s: %.0fM parameters × %d B (%s)", m.name, float64(m.params())/1e6, bpp, prec),
 		fmt.Sprintf("decoder state for %d hypotheses (beam %d × batch %d), encoder activations for batch %d: fitted to faster-whisper's published benchmarks",
 			hyps, req.decoders(), req.batch(), req.batch()),
+		ctxWhy,
 	}
 	f.suggestions = fasterWhisperSuggestions(req, prec, b)
 	f.key = Key{Backend: FasterWhisper, Model: modelID(req, m.name), Precision: prec, Beam: req.decoders(), Batch: req.batch()}

@@ -211,8 +211,12 @@ func (e *Estimator) whisperCppFormula(req Request) (formula, error) {
 		return formula{}, err
 	}
 	f.model, f.precision, f.whisper = m.name, wt.String(), &logged
-	f.breakdown = whisperCppBreakdown(hp, logged, wt, req, e.cfg)
-	f.explain = append(f.explain, whisperCppExplain(hp, logged, req, e.cfg)...)
+	ctxBytes, row, ctxWhy := e.contextFor(req.GPUModel)
+	f.breakdown = whisperCppBreakdown(hp, logged, wt, req, ctxBytes, row)
+	f.explain = append(f.explain, whisperCppExplain(hp, logged, req)...)
+	if logged.Device != "cpu" {
+		f.explain = append(f.explain, ctxWhy, runtimeExplain(row, f.breakdown))
+	}
 	f.key = Key{Backend: WhisperCpp, Model: modelID(req, m.name), Precision: f.precision,
 		Beam: req.decoders(), Batch: max(1, req.Processors)}
 	return f, nil
@@ -240,7 +244,7 @@ func kvFactor(decoders int) int64 {
 	return 1
 }
 
-func whisperCppBreakdown(hp ggml.HParams, l WhisperCppBuffers, wt ggml.Type, req Request, cfg Config) Breakdown {
+func whisperCppBreakdown(hp ggml.HParams, l WhisperCppBuffers, wt ggml.Type, req Request, ctxBytes int64, row OverheadRow) Breakdown {
 	states := int64(max(1, req.Processors))
 	b := Breakdown{
 		Weights: l.Model,
@@ -257,7 +261,8 @@ func whisperCppBreakdown(hp ggml.HParams, l WhisperCppBuffers, wt ggml.Type, req
 		cross -= whisperGraphMeta
 		dec -= whisperGraphMeta + 4*pad(tctx, 256)*tctx + 2*4*tctx
 		b.CUDAPool = states * cudaPool(hp, wt)
-		b.Context = cfg.CUDAContextBytes
+		b.Context = ctxBytes
+		b.CUDARuntime = ggmlRuntime(row, b.Weights)
 	}
 	b.ComputeConv, b.ComputeEncode = states*conv, states*enc
 	b.ComputeCross, b.ComputeDecode = states*cross, states*dec
@@ -278,7 +283,7 @@ func cudaPool(hp ggml.HParams, wt ggml.Type) int64 {
 	return ceilMul(n, cudaPoolLookAhead)
 }
 
-func whisperCppExplain(hp ggml.HParams, l WhisperCppBuffers, req Request, cfg Config) []string {
+func whisperCppExplain(hp ggml.HParams, l WhisperCppBuffers, req Request) []string {
 	mb := func(b int64) string { return fmt.Sprintf("%.2f MB", float64(b)/1e6) }
 	out := []string{
 		fmt.Sprintf("whisper.cpp 1.9.5 would log: model %s, kv self %s, kv cross %s, kv pad %s, compute conv %s, encode %s, cross %s, decode %s (%s, flash attention %v)",
@@ -301,8 +306,13 @@ func whisperCppExplain(hp ggml.HParams, l WhisperCppBuffers, req Request, cfg Co
 	}
 	if l.Device != "cpu" {
 		out = append(out, fmt.Sprintf("compute buffers counted without their host-side part (%s of graph metadata and inputs)", units.FormatBytes(l.HostCompute)),
-			"cuda_pool is an estimate (whisper.cpp does not log it): f16 copies in cuBLAS products, mostly the logits",
-			fmt.Sprintf("context: CUDA context %s ([estimator] cuda_context unless learned for the GPU model)", units.FormatBytes(cfg.CUDAContextBytes)))
+			"cuda_pool is an estimate (whisper.cpp does not log it): f16 copies in cuBLAS products, mostly the logits")
 	}
 	return out
+}
+
+func runtimeExplain(row OverheadRow, b Breakdown) string {
+	return fmt.Sprintf("cuda_runtime %s (overhead row %q): cuBLAS workspace %s + ggml-cuda runtime %s + %.0f%% of the weights (kernel images, CUDA graphs, pool granularity; fitted on the H100 table)",
+		units.FormatBytes(b.CUDARuntime), row.Generation, units.FormatBytes(row.CuBLASWorkspaceBytes),
+		units.FormatBytes(ggmlRuntimeFixed), ggmlRuntimePerWeightByte*100)
 }

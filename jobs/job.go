@@ -94,7 +94,10 @@ type Job struct {
 	MemoryBytes int64  `json:"memory_bytes,omitempty"`
 	// OOMFactor scales the next attempt's memory after a CUDA OOM.
 	OOMFactor float64 `json:"oom_factor,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	// RetryBytes is the least the next attempt asks for after a CUDA OOM
+	// (the executor's figure, see NeedMemory); 0 when none was given.
+	RetryBytes int64  `json:"retry_bytes,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// ErrorKind classifies Error: bad_input, timeout, backend, cancelled.
 	ErrorKind string `json:"error_kind,omitempty"`
 	// Result is set when completed.
@@ -168,6 +171,34 @@ type marked struct {
 
 func (m marked) Error() string   { return m.err.Error() }
 func (m marked) Unwrap() []error { return []error{m.err, m.mark} }
+
+// needMemory is an out-of-memory failure that says how much the next
+// attempt needs.
+type needMemory struct {
+	err   error
+	bytes int64
+}
+
+func (n needMemory) Error() string   { return n.err.Error() }
+func (n needMemory) Unwrap() []error { return []error{n.err, ErrOutOfMemory} }
+
+// NeedMemory marks err as a CUDA OOM (errors.Is ErrOutOfMemory) after which
+// the job's next attempt asks for at least bytes (Job.RetryBytes).
+func NeedMemory(err error, bytes int64) error {
+	if err == nil {
+		return nil
+	}
+	return needMemory{err: err, bytes: bytes}
+}
+
+// neededBytes is what NeedMemory put on err, or 0.
+func neededBytes(err error) int64 {
+	var n needMemory
+	if errors.As(err, &n) {
+		return n.bytes
+	}
+	return 0
+}
 
 // Mark makes err match sentinel (ErrBadInput, ErrRetryable, ErrOutOfMemory)
 // under errors.Is, keeping err's own message.

@@ -172,6 +172,7 @@ func TestRetries(t *testing.T) {
 	ctx := context.Background()
 	r.exec.on("crash-once", fail(fmt.Errorf("backend died: %w", ErrRetryable)))
 	r.exec.on("oom-once", fail(fmt.Errorf("CUDA: %w", ErrOutOfMemory)))
+	r.exec.on("oom-needs", fail(NeedMemory(errors.New("CUDA: out of memory"), 5<<30)))
 	r.exec.on("always-crash", fail(ErrRetryable), fail(ErrRetryable), fail(ErrRetryable), fail(ErrRetryable))
 	r.exec.on("bad-audio", fail(errors.New("decode audio: not a WAV file")))
 	tests := []struct {
@@ -182,6 +183,7 @@ func TestRetries(t *testing.T) {
 	}{
 		{"crash-once", Completed, 2, ""},
 		{"oom-once", Completed, 2, ""},
+		{"oom-needs", Completed, 2, ""},
 		{"always-crash", Failed, 3, "retryable failure"},
 		{"bad-audio", Failed, 1, "decode audio: not a WAV file"},
 	}
@@ -197,6 +199,9 @@ func TestRetries(t *testing.T) {
 	for _, j := range r.exec.jobs {
 		if j.Spec.Model == "oom-once" && j.Attempts == 2 && j.OOMFactor != 1.5 {
 			t.Errorf("second attempt after OOM: factor %v, want 1.5", j.OOMFactor)
+		}
+		if j.Spec.Model == "oom-needs" && j.Attempts == 2 && (j.RetryBytes != 5<<30 || j.OOMFactor != 1.5) {
+			t.Errorf("second attempt after an OOM that needs 5 GiB: retry_bytes %d, factor %v", j.RetryBytes, j.OOMFactor)
 		}
 	}
 }

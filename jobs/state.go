@@ -141,6 +141,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 		e.outcome = OutcomeRetried
 		if isOOM(err) {
 			e.job.OOMFactor = max(1, e.job.OOMFactor) * s.m.cfg.OOMGrowth
+			e.job.RetryBytes = max(e.job.RetryBytes, neededBytes(err))
 			e.outcome = OutcomeOOMRetried
 		}
 		e.job.Error = fmt.Sprintf("attempt %d: %v", e.job.Attempts, err)

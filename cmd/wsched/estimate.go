@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/modelid"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -51,6 +50,7 @@ type estimateView struct {
 type modelFile struct {
 	Path        string       `json:"path"`
 	FileBytes   int64        `json:"file_bytes"`
+	ModelID     string       `json:"model_id,omitempty"`
 	SHA256      string       `json:"sha256,omitempty"`
 	WeightType  string       `json:"weight_type"`
 	WeightBytes int64        `json:"weight_bytes"`
@@ -141,7 +141,8 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 	var view estimateView
 	est := estimator.New(ecfg, nil)
 	if f.model != "" {
-		if view.ModelFile, err = resolveModelFlag(ctx, &req, f.model, f.asJSON || f.explain); err != nil {
+		hashes := modelid.Cache{Dir: a.hashCacheDir()}
+		if view.ModelFile, err = resolveModelFlag(ctx, &req, f.model, f.asJSON, hashes); err != nil {
 			return err
 		}
 		res, err := est.Estimate(req)
@@ -258,9 +259,10 @@ func knownModelNames() string {
 }
 
 // resolveModelFlag sets req's model from --model: an existing file is read
-// as a ggml model (hashed when the learning key is shown), anything else is
-// a known model name, which the estimator checks.
-func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, hash bool) (*modelFile, error) {
+// as a ggml model, named for learning by its cheap identity (head digest +
+// size) and, with fullHash (--json), its sha256 from the hash cache;
+// anything else is a known model name, which the estimator checks.
+func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, fullHash bool, hashes modelid.Cache) (*modelFile, error) {
 	st, err := os.Stat(arg)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -287,13 +289,14 @@ func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, h
 		return mf, nil
 	}
 	req.Model = filepath.Base(arg)
-	if hash {
-		sum, err := sha256File(ctx, arg)
-		if err != nil {
-			return nil, err
+	if req.ModelID, err = modelid.Cheap(arg); err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
+	}
+	mf.ModelID = req.ModelID
+	if fullHash {
+		if mf.SHA256, err = hashes.SHA256(ctx, arg); err != nil {
+			return nil, fmt.Errorf("estimate: %w", err)
 		}
-		mf.SHA256 = sum
-		req.ModelID = "sha256:" + sum
 	}
 	return mf, nil
 }
@@ -315,29 +318,20 @@ func readModelFile(path string, size int64) (*ggml.Model, error) {
 	return h, nil
 }
 
-// sha256File hashes a file in a streaming way (it may be gigabytes),
-// stopping when ctx ends.
-func sha256File(ctx context.Context, path string) (string, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("estimate: hash model file: %w", err)
+// hashCacheDir is where full model hashes are cached: $WSCHED_CACHE_DIR,
+// else $XDG_CACHE_HOME/wsched, else $HOME/.cache/wsched (each + /sha256);
+// "" (no cache) when none is set.
+func (a *app) hashCacheDir() string {
+	if d, ok := a.lookupEnv("WSCHED_CACHE_DIR"); ok && d != "" {
+		return filepath.Join(d, "sha256")
 	}
-	defer fh.Close()
-	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", fmt.Errorf("estimate: hash model file: %w", err)
-		}
-		n, err := fh.Read(buf)
-		h.Write(buf[:n])
-		if errors.Is(err, io.EOF) {
-			return hex.EncodeToString(h.Sum(nil)), nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("estimate: hash model file %s: %w", path, err)
-		}
+	if d, ok := a.lookupEnv("XDG_CACHE_HOME"); ok && d != "" {
+		return filepath.Join(d, "wsched", "sha256")
 	}
+	if d, ok := a.lookupEnv("HOME"); ok && d != "" {
+		return filepath.Join(d, ".cache", "wsched", "sha256")
+	}
+	return ""
 }
 
 // estimateGPUs reads the local GPUs and the memory available on each by the
@@ -431,6 +425,9 @@ func cliExplain(r estimator.Result, mf *modelFile) []string {
 	var out []string
 	if mf != nil {
 		line := fmt.Sprintf("model file %s: %d bytes, %s weights, %s", mf.Path, mf.FileBytes, mf.WeightType, units.FormatBytes(mf.WeightBytes))
+		if mf.ModelID != "" {
+			line += ", identity " + mf.ModelID
+		}
 		if mf.SHA256 != "" {
 			line += ", sha256 " + mf.SHA256
 		}

@@ -29,7 +29,26 @@ type gpusView struct {
 
 type gpuView struct {
 	inventory.GPU
-	Accounting placement.Account `json:"accounting"`
+	// DriverBytes is the memory used by no process: the driver's idle
+	// reservation (480 MiB on an H100), shown as driver rather than as a
+	// foreign process. The accounting formula still counts it in
+	// foreign_bytes, and [placement] reserved is on top of it. 0 when a
+	// process's usage is unknown.
+	DriverBytes int64             `json:"driver_bytes"`
+	Accounting  placement.Account `json:"accounting"`
+}
+
+// driverBytes is g's memory used by no process, or 0 when a process's
+// usage is unknown.
+func driverBytes(g inventory.GPU) int64 {
+	procs := int64(0)
+	for _, p := range g.Processes {
+		if p.UsedUnknown {
+			return 0
+		}
+		procs += p.UsedBytes
+	}
+	return max(0, g.UsedBytes-procs)
 }
 
 // recommendation names the device wsched would pick now for the default
@@ -127,7 +146,7 @@ func buildGPUsView(cfg *config.Config, snap inventory.Snapshot) gpusView {
 	for _, g := range snap.GPUs {
 		acc := placement.Accounting(g, cfg.Placement, nil)
 		accounts = append(accounts, acc)
-		v.GPUs = append(v.GPUs, gpuView{GPU: g, Accounting: acc})
+		v.GPUs = append(v.GPUs, gpuView{GPU: g, DriverBytes: driverBytes(g), Accounting: acc})
 	}
 	v.Recommendation = recommend(cfg, accounts)
 	return v
@@ -255,6 +274,9 @@ func gpuRow(g gpuView, color bool) []string {
 
 func gpuNotes(g gpuView) []string {
 	var notes []string
+	if g.DriverBytes > 0 {
+		notes = append(notes, fmt.Sprintf("└ driver %-22s %10s", "(no process)", units.FormatBytes(g.DriverBytes)))
+	}
 	for _, p := range g.Processes {
 		used := units.FormatBytes(p.UsedBytes)
 		if p.UsedUnknown {

@@ -40,6 +40,13 @@ func TestGPUsJSONRoundTrip(t *testing.T) {
 	if len(g0.Processes) != 3 || g0.Accounting.ForeignBytes != g0.UsedBytes || g0.Accounting.AvailableBytes >= g0.FreeBytes {
 		t.Errorf("GPU 0: %d processes, foreign %d of used %d, available %d", len(g0.Processes), g0.Accounting.ForeignBytes, g0.UsedBytes, g0.Accounting.AvailableBytes)
 	}
+	procs := int64(0)
+	for _, p := range g0.Processes {
+		procs += p.UsedBytes
+	}
+	if g0.DriverBytes <= 0 || g0.DriverBytes != g0.UsedBytes-procs {
+		t.Errorf("GPU 0: driver %d, want used %d − processes %d", g0.DriverBytes, g0.UsedBytes, procs)
+	}
 	r := v.Recommendation
 	if r.Device != "cuda:1" || r.Index == nil || *r.Index != 1 || r.Export != "export SENSEVOICE_DEVICE=cuda:1" || r.UUID != v.GPUs[1].UUID {
 		t.Errorf("recommendation = %+v", r)
@@ -55,6 +62,7 @@ func TestGPUsTable(t *testing.T) {
 		"8 GPU(s), provider sim",
 		"[full]    0  NVIDIA GeForce RTX 4090  23.69 GiB   21.23 GiB    2.46 GiB",
 		"└ PID 1863729  python",
+		"└ driver (no process)",
 		"Recommended: GPU 1 (NVIDIA GeForce RTX 4090)",
 		"  export SENSEVOICE_DEVICE=cuda:1",
 	} {

@@ -18,6 +18,8 @@ type EstimateRequest struct {
 	// GPUs are the candidates; empty means the daemon's GPUs.
 	GPUs     []EstimateGPU `json:"gpus,omitempty"`
 	GPUModel string        `json:"gpu_model,omitempty"`
+	// Driver is the NVIDIA driver version; empty means the daemon's.
+	Driver string `json:"driver,omitempty"`
 }
 
 // EstimateGPU is one candidate GPU with the memory available on it.
@@ -68,6 +70,7 @@ type EstimateBreakdown struct {
 	ComputeCross  int64 `json:"compute_cross,omitempty"`
 	ComputeDecode int64 `json:"compute_decode,omitempty"`
 	CUDAPool      int64 `json:"cuda_pool,omitempty"`
+	CUDARuntime   int64 `json:"cuda_runtime,omitempty"`
 	Transient     int64 `json:"transient,omitempty"`
 	Activations   int64 `json:"activations,omitempty"`
 	Audio         int64 `json:"audio,omitempty"`
@@ -84,6 +87,8 @@ type EstimateKey struct {
 	Beam      int    `json:"beam"`
 	Batch     int    `json:"batch"`
 	GPUModel  string `json:"gpu_model"`
+	// Driver is the NVIDIA driver's major version, when known.
+	Driver string `json:"driver,omitempty"`
 }
 
 // WhisperCppBuffers are whisper.cpp's init-time buffer sizes in bytes.

@@ -60,7 +60,9 @@ type Job struct {
 	MemoryBytes int64  `json:"memory_bytes,omitempty"`
 	// OOMFactor scales the next attempt's memory after a CUDA OOM.
 	OOMFactor float64 `json:"oom_factor,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	// RetryBytes is the least the next attempt asks for after a CUDA OOM.
+	RetryBytes int64  `json:"retry_bytes,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// ErrorKind classifies Error: bad_input, timeout, backend, cancelled.
 	ErrorKind string                 `json:"error_kind,omitempty"`
 	Result    *transcript.Transcript `json:"result,omitempty"`

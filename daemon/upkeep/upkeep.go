@@ -8,6 +8,7 @@ package upkeep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -46,6 +47,9 @@ type Reader interface {
 	Refresh(ctx context.Context) (inventory.Snapshot, error)
 }
 
+// ErrStopped is returned by Sample once Run has returned.
+var ErrStopped = errors.New("upkeep stopped")
+
 var (
 	_ Engine = (*placement.Engine)(nil)
 	_ Reader = (*inventory.Reader)(nil)
@@ -72,6 +76,10 @@ type Options struct {
 type Upkeep struct {
 	opts Options
 	log  *slog.Logger
+	// sample carries Sample's requests to the refresh loop, which owns the
+	// readings; done is closed when that loop has returned.
+	sample chan chan error
+	done   chan struct{}
 	// events is the engine subscription Recover takes, so that Run, started
 	// after it, misses no lease that ends in between; Run owns it.
 	events      <-chan placement.Event
@@ -86,7 +94,29 @@ func New(opts Options) *Upkeep {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = "/proc"
 	}
-	return &Upkeep{opts: opts, log: opts.Log}
+	return &Upkeep{opts: opts, log: opts.Log, sample: make(chan chan error), done: make(chan struct{})}
+}
+
+// Sample reads the GPUs now, in the refresh loop, and returns once the
+// engine has the reading: the plugin host asks right after a Load and after
+// each Transcribe, so a peak between two ticks, or just before the daemon
+// stops, still reaches the lease (and what is learned from it). The periodic
+// readings go on.
+func (u *Upkeep) Sample(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case u.sample <- reply:
+	case <-u.done:
+		return fmt.Errorf("sample GPUs: %w", ErrStopped)
+	case <-ctx.Done():
+		return fmt.Errorf("sample GPUs: %w", ctx.Err())
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("sample GPUs: %w", ctx.Err())
+	}
 }
 
 // Run follows process exits and engine events and re-reads the GPUs every
@@ -102,12 +132,20 @@ func (u *Upkeep) Run(ctx context.Context) {
 // refreshLoop re-reads the GPUs every interval and hands the reading to the
 // engine (reconciliation; waiters granted when foreign memory is freed).
 func (u *Upkeep) refreshLoop(ctx context.Context) {
+	defer close(u.done)
 	t := time.NewTimer(u.opts.Every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case reply := <-u.sample:
+			err := u.observe(ctx)
+			reply <- err
+			if err != nil {
+				return
+			}
+			continue
 		case <-t.C:
 		}
 		if err := u.tick(ctx); err != nil {

@@ -2,6 +2,7 @@ package upkeep
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -130,6 +131,7 @@ func TestTickAttributesChildren(t *testing.T) {
 // estimator its measured peak, for the GPU model it ran on, when it ends.
 func TestLearnsPeakOfEndedLease(t *testing.T) {
 	r := newRig(t)
+	r.sim.SetDriver("550.54.15") // learned under the driver's major version
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if err := r.u.Recover(ctx); err != nil {
@@ -149,7 +151,7 @@ func TestLearnsPeakOfEndedLease(t *testing.T) {
 	if _, err := r.eng.Release(ctx, l.ID, "done"); err != nil {
 		t.Fatal(err)
 	}
-	key.GPUModel = "Sim GPU"
+	key.GPUModel, key.Driver = "Sim GPU", "550"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		peaks, err := r.db.Peaks(key)
@@ -160,5 +162,56 @@ func TestLearnsPeakOfEndedLease(t *testing.T) {
 			t.Fatalf("peaks for %s: %v, %v; want [3 GiB]", key, peaks, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSampleLearnsPostJobPeak: with readings an hour apart, the simulated
+// NVML usage of the holder rises after a "Transcribe"; Sample (what the host
+// calls after each Transcribe) puts that figure on the lease at once, and
+// the lease released right after teaches it.
+func TestSampleLearnsPostJobPeak(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := r.u.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go r.u.Run(ctx)
+	key := estimator.Key{Backend: estimator.WhisperCpp, Model: "tiny", Precision: "f16", Beam: 5, Batch: 1}
+	l, err := r.eng.Acquire(ctx, placement.Request{Bytes: 2 * GiB, Holder: placement.Holder{PID: 1}, EstimateKey: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.sim.SetProcess(0, 1, "backend", 700*estimator.MiB) // after Load
+	if err := r.u.Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.sim.SetProcess(0, 1, "backend", 890*estimator.MiB) // after Transcribe
+	if err := r.u.Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.eng.Get(ctx, l.ID)
+	if got.PeakBytes != 890*estimator.MiB {
+		t.Fatalf("lease peak %d after the post-job sample; want 890 MiB", got.PeakBytes)
+	}
+	if _, err := r.eng.Release(ctx, l.ID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	key.GPUModel = "Sim GPU"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		peaks, err := r.db.Peaks(key)
+		if err == nil && slices.Equal(peaks, []int64{890 * estimator.MiB}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peaks for %s: %v, %v; want [890 MiB]", key, peaks, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-r.u.done // the refresh loop has returned (Run itself waits for the engine's events to end)
+	if err := r.u.Sample(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("Sample after Run returned: %v, want ErrStopped", err)
 	}
 }

@@ -3,6 +3,7 @@ package upkeep
 import (
 	"context"
 
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 )
 
@@ -86,13 +87,13 @@ func (u *Upkeep) resyncWatches() {
 }
 
 // learn records an ended model lease's measured peak under its estimate
-// key, for the GPU model it ran on.
+// key, for the GPU model it ran on and the driver's major version.
 func (u *Upkeep) learn(l placement.Lease) {
 	if l.EstimateKey == nil || l.PeakBytes <= 0 {
 		return
 	}
 	key := *l.EstimateKey
-	key.GPUModel = l.GPUName
+	key.GPUModel, key.Driver = l.GPUName, estimator.DriverMajor(u.opts.Engine.View().Driver)
 	if err := u.opts.Store.RecordPeak(key, l.PeakBytes); err != nil {
 		u.log.Warn("cannot record measured peak", "lease", l.ID, "err", err)
 		return

@@ -60,8 +60,9 @@ type Daemon struct {
 
 // Estimator is the [estimator] section.
 type Estimator struct {
-	// CUDAContext is the per-process CUDA context before any learning.
-	CUDAContext units.Bytes `toml:"cuda_context"`
+	// CUDAContext is the per-process CUDA context before any learning; ""
+	// (0) means by GPU: the estimator's overhead row for the GPU model.
+	CUDAContext units.OptionalBytes `toml:"cuda_context"`
 }
 
 // Backends is the [backends] section: where backends are found and how

@@ -25,9 +25,7 @@ func Defaults() *Config {
 		Inventory: inventory.DefaultConfig(),
 		Placement: placement.DefaultConfig(),
 		Leases:    placement.DefaultLeaseConfig(),
-		Estimator: Estimator{
-			CUDAContext: units.Bytes(400 * units.MiB),
-		},
+		Estimator: Estimator{},
 		Backends: Backends{
 			PluginDir:      "/usr/lib/wsched/plugins",
 			DevDirs:        []string{"./bin"},

@@ -154,3 +154,33 @@ func (b Bytes) Exact() string {
 	}
 	return strconv.FormatInt(n, 10) + "B"
 }
+
+// OptionalBytes is a byte size that may be left empty: "" decodes to 0,
+// which the owner of the key reads as "not set" (a default that depends on
+// something else, say).
+type OptionalBytes int64
+
+// UnmarshalText implements encoding.TextUnmarshaler: "" or a size.
+func (b *OptionalBytes) UnmarshalText(text []byte) error {
+	if strings.TrimSpace(string(text)) == "" {
+		*b = 0
+		return nil
+	}
+	n, err := ParseBytes(string(text))
+	if err != nil {
+		return err
+	}
+	*b = OptionalBytes(n)
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler: "" when unset.
+func (b OptionalBytes) MarshalText() ([]byte, error) {
+	if b == 0 {
+		return []byte{}, nil
+	}
+	return Bytes(b).MarshalText()
+}
+
+// Int64 returns the count (0: unset).
+func (b OptionalBytes) Int64() int64 { return int64(b) }

@@ -108,3 +108,20 @@ func FuzzParseBytes(f *testing.F) {
 		}
 	})
 }
+
+func TestOptionalBytes(t *testing.T) {
+	for in, want := range map[string]int64{"": 0, "  ": 0, "512MiB": 512 * MiB} {
+		var b OptionalBytes
+		if err := b.UnmarshalText([]byte(in)); err != nil || b.Int64() != want {
+			t.Errorf("%q: %d, %v; want %d", in, b, err, want)
+		}
+		out, err := b.MarshalText()
+		if err != nil || (want == 0) != (len(out) == 0) {
+			t.Errorf("%q: marshals to %q, %v", in, out, err)
+		}
+	}
+	var b OptionalBytes
+	if err := b.UnmarshalText([]byte("400")); err == nil {
+		t.Error("a bare number is still refused")
+	}
+}

@@ -97,6 +97,9 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 	})
 	if err != nil {
+		if errors.Is(err, plugins.ErrOutOfMemory) { // at Load: no instance to ask
+			return transcript.Transcript{}, jobs.NeedMemory(jobFailure("start backend", err), int64(oomGrowth*float64(bytes)))
+		}
 		return transcript.Transcript{}, jobFailure("start backend", err)
 	}
 	defer release()
@@ -118,11 +121,16 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 			inst.Discard("its job was cancelled or timed out")
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
+			return transcript.Transcript{}, r.outOfMemory(m, job, l, inst.Memory(), jobFailure("transcribe", err))
 		}
 		return transcript.Transcript{}, jobFailure("transcribe", err)
 	}
 	if job.OOMFactor > 1 {
 		r.learnRaised(key, bytes)
+		if m.MemoryBytes > 0 && bytes > m.MemoryBytes {
+			r.log.Warn("model entry's memory is too small: set it to the measured figure", "model", m.Name,
+				"memory", m.MemoryBytes, "measured", bytes, "job", job.ID)
+		}
 	}
 	return toTranscript(job, res), nil
 }

@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/models"
 	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/plugins"
 )
 
 // whisperBestOf is whisper.cpp's default best_of with temperature fallback,
@@ -36,9 +38,11 @@ func NewSizer(est *estimator.Estimator, eng Viewer) *Sizer { return &Sizer{est: 
 
 // Estimate answers req for the GPUs it names, or for every GPU when none.
 func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
+	v := z.eng.View()
 	if len(req.GPUs) == 0 {
-		req.GPUs = FreeMemory(z.eng.View())
+		req.GPUs = FreeMemory(v)
 	}
+	req.Driver = cmp.Or(req.Driver, v.Driver)
 	return z.est.Estimate(req)
 }
 
@@ -46,7 +50,8 @@ func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
 // with what it has learned for that model) and recommends the largest, since
 // the placement engine has not chosen a GPU yet.
 func (z *Sizer) EstimateAnyGPU(req estimator.Request) (estimator.Result, error) {
-	req.GPUs = FreeMemory(z.eng.View())
+	v := z.eng.View()
+	req.GPUs, req.Driver = FreeMemory(v), cmp.Or(req.Driver, v.Driver)
 	res, err := z.est.Estimate(req)
 	if err != nil {
 		return res, err
@@ -55,6 +60,16 @@ func (z *Sizer) EstimateAnyGPU(req estimator.Request) (estimator.Result, error) 
 		res.RecommendedBytes = max(res.RecommendedBytes, g.RecommendedBytes)
 	}
 	return res, nil
+}
+
+// gpuName is the name of GPU index in the engine's view ("" if unknown).
+func (z *Sizer) gpuName(index int) string {
+	for _, g := range z.eng.View().GPUs {
+		if g.Index == index {
+			return g.Name
+		}
+	}
+	return ""
 }
 
 // FreeMemory lists each GPU of a view with its available memory.
@@ -66,15 +81,55 @@ func FreeMemory(v placement.View) []estimator.GPUFree {
 	return out
 }
 
+// oomGrowth is the least a retry after a CUDA OOM grows the lease by
+// ([jobs] OOM growth, jobs.Config.OOMGrowth's default).
+const oomGrowth = 1.5
+
+// retryBytes is what the attempt after a CUDA OOM on lease l asks for:
+// the most of 1.5 × l, the formula estimate (the estimator's, where the
+// model has a profile, whatever its entry's memory says), and the buffers
+// the backend reported at Load plus the CUDA context of l's GPU. The
+// attempt waits in the placement queue until that much is free.
+func (r *Runner) retryBytes(m models.Model, l placement.Lease, rep plugins.MemoryReport) int64 {
+	need := int64(oomGrowth * float64(l.Bytes))
+	if req, err := m.EstimateRequest(); err == nil {
+		if req.Backend == estimator.WhisperCpp {
+			fa := loadRequest(m).FlashAttention
+			req.BestOf, req.FlashAttention = whisperBestOf, &fa
+		}
+		if res, err := r.sizer.EstimateAnyGPU(req); err == nil {
+			need = max(need, res.RecommendedBytes)
+		}
+	}
+	if rep.TotalBytes > 0 {
+		need = max(need, rep.TotalBytes+estimator.OverheadFor(r.sizer.gpuName(l.GPUIndex)).ContextBytes)
+	}
+	return need
+}
+
+// outOfMemory is the failure of an attempt that ran out of memory on lease
+// l: marked with what the next attempt needs, and logged as a miss.
+func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, rep plugins.MemoryReport, err error) error {
+	need := r.retryBytes(m, l, rep)
+	r.log.Warn("lease too small: CUDA out of memory; the next attempt waits for more", "job", job.ID, "model", m.Name,
+		"lease_bytes", l.Bytes, "reported_bytes", rep.TotalBytes, "next_bytes", need)
+	if m.MemoryBytes > 0 && m.MemoryBytes <= l.Bytes {
+		r.log.Warn("model entry's memory is too small", "model", m.Name, "memory", m.MemoryBytes,
+			"measured", fmt.Sprintf("out of memory in a %d-byte lease", l.Bytes))
+	}
+	return jobs.NeedMemory(err, need)
+}
+
 // size is the lease size for a job: the estimator's recommendation
 // (learned peaks included) for the model, reserving whisper.cpp's fallback
 // decoders, scaled by the job's OOM factor (1.5 per out-of-memory retry).
 // Nothing is learned during the retries, so the factor applies to the same
-// estimate each time: E, 1.5 E, 2.25 E, …
+// estimate each time: E, 1.5 E, 2.25 E, … — and at least the job's
+// RetryBytes, what the last OOM showed it needs (retryBytes).
 func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
 	if m.MemoryBytes > 0 { // configured: the operator knows best
-		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name}
-		return int64(float64(m.MemoryBytes) * max(1, job.OOMFactor)), key, nil
+		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.eng.View().Driver)}
+		return max(int64(float64(m.MemoryBytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
 	}
 	req, err := m.EstimateRequest()
 	if err != nil {
@@ -92,7 +147,7 @@ func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error
 	if job.OOMFactor > 1 {
 		bytes = int64(float64(bytes) * job.OOMFactor)
 	}
-	return bytes, res.Key, nil
+	return max(bytes, job.RetryBytes), res.Key, nil
 }
 
 // learnRaised records, after a job needed out-of-memory retries to

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -17,8 +18,9 @@ import (
 // it exactly as it reads real GPUs. Its processes and load can be changed
 // while it runs (demos, tests of reconciliation).
 type Sim struct {
-	mu   sync.Mutex
-	gpus []*simGPU
+	mu     sync.Mutex
+	gpus   []*simGPU
+	driver string // "" reads as "sim"
 }
 
 type simGPU struct {
@@ -103,6 +105,20 @@ func (s *Sim) SetLoad(index, utilization, temperature int) {
 	}
 }
 
+// SetDriver sets the driver version the simulated machine reports
+// (default "sim", which has no major version).
+func (s *Sim) SetDriver(version string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.driver = version
+}
+
+func (s *Sim) driverVersion() (string, nvml.Return) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cmp.Or(s.driver, "sim"), nvml.SUCCESS
+}
+
 // Interface returns the simulated machine as an nvml.Interface.
 func (s *Sim) Interface() nvml.Interface {
 	devices := make([]nvml.Device, len(s.gpus))
@@ -112,7 +128,7 @@ func (s *Sim) Interface() nvml.Interface {
 	return &mock.Interface{
 		InitFunc:                   func() nvml.Return { return nvml.SUCCESS },
 		ShutdownFunc:               func() nvml.Return { return nvml.SUCCESS },
-		SystemGetDriverVersionFunc: func() (string, nvml.Return) { return "sim", nvml.SUCCESS },
+		SystemGetDriverVersionFunc: s.driverVersion,
 		DeviceGetCountFunc:         func() (int, nvml.Return) { return len(devices), nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
 			if i < 0 || i >= len(devices) {

@@ -44,6 +44,16 @@ type Options struct {
 	// OnEvent, when set, is called (synchronously) with every start, crash,
 	// restart and stop. It must not call back into the Host.
 	OnEvent func(Event)
+	// Sampler, when set, is asked to read the GPUs right after a backend
+	// has loaded its model and right after each Transcribe, so the lease
+	// sees (and learning keeps) peaks the periodic reading would miss.
+	Sampler Sampler
+}
+
+// Sampler reads the GPUs now and hands the reading to the engine
+// (*upkeep.Upkeep).
+type Sampler interface {
+	Sample(ctx context.Context) error
 }
 
 // Host runs backends. Create it with New and start Run.

@@ -61,6 +61,7 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if mem, err = p.backend.Load(ctx, req); err != nil {
 		return fail(fmt.Errorf("load %s on %s: %w", req.ModelPath, req.Device, err))
 	}
+	h.sample(ctx, w, "load")
 	if info, err = p.backend.Info(ctx); err != nil {
 		return fail(fmt.Errorf("info: %w", err))
 	}
@@ -190,5 +191,22 @@ func (h *Host) removePID(w *worker, pid int) {
 	defer cancel()
 	if _, err := h.opts.Leases.RemovePID(ctx, w.lease.ID, pid); err != nil && !errors.Is(err, placement.ErrEnded) {
 		w.log.Debug("cannot unregister backend pid", "pid", pid, "err", err)
+	}
+}
+
+const sampleTimeout = 10 * time.Second
+
+// sample asks the Sampler for a GPU reading after a load or a job; a failed
+// reading costs only the sample.
+func (h *Host) sample(ctx context.Context, w *worker, after string) {
+	if h.opts.Sampler == nil {
+		return
+	}
+	// Bounded: a reading normally takes milliseconds; a stuck one must not
+	// hold a job's result back.
+	sctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	if err := h.opts.Sampler.Sample(sctx); err != nil && ctx.Err() == nil {
+		w.log.Warn("GPU sample failed", "after", after, "err", err)
 	}
 }

@@ -180,6 +180,7 @@ func (i *Instance) Transcribe(ctx context.Context, req plugins.TranscribeRequest
 		return plugins.Result{}, err
 	}
 	res, err := p.backend.Transcribe(ctx, req, emit)
+	i.h.sample(ctx, i.w, "transcribe")
 	if err == nil {
 		return res, nil
 	}

@@ -21,6 +21,9 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if err := f.script(ctx, "transcribe", TranscribeError, req.Extra); err != nil {
 		return fail(err)
 	}
+	if err := f.leaseTooSmall(req.Extra); err != nil {
+		return fail(err)
+	}
 	f.mu.Lock()
 	loaded := f.model != ""
 	f.mu.Unlock()
@@ -162,4 +165,21 @@ func Sentinel(name string) error {
 		return plugins.ErrUnavailable
 	}
 	return fmt.Errorf("scripted failure: %s", name)
+}
+
+// leaseTooSmall is the scripted OOM of a lease under oom_below bytes.
+func (f *Fake) leaseTooSmall(extra map[string]string) error {
+	below := f.setting(OOMBelow, extra)
+	if below == "" {
+		return nil
+	}
+	need, err := strconv.ParseInt(below, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", plugins.ErrBadRequest, OOMBelow, below, err)
+	}
+	v, _ := f.lookupEnv("WSCHED_MEMORY_BYTES")
+	if lease, err := strconv.ParseInt(v, 10, 64); err != nil || lease < need {
+		return fmt.Errorf("%w: lease %q bytes, need %d", plugins.ErrOutOfMemory, v, need)
+	}
+	return nil
 }

@@ -33,7 +33,7 @@ func FromLease(l placement.Lease) api.Lease {
 	}
 	if k := l.EstimateKey; k != nil {
 		out.EstimateKey = &api.EstimateKey{Backend: string(k.Backend), Model: k.Model, Precision: k.Precision,
-			Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel}
+			Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
 	}
 	if l.State == placement.StateGranted {
 		out.Env = placement.Env(l)
