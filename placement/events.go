@@ -1,6 +1,9 @@
 package placement
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // EventType names a state change.
 type EventType string
@@ -83,5 +86,22 @@ func (st *Stats) count(t EventType) {
 		st.Overruns++
 	case EventRenewed:
 		st.Renewals++
+	}
+}
+
+// Follow calls f with each event of a subscription until ctx ends or the
+// channel is closed (the engine dropped a subscriber that fell behind, or
+// stopped). The caller still cancels the subscription.
+func Follow(ctx context.Context, events <-chan Event, f func(Event)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			f(ev)
+		}
 	}
 }

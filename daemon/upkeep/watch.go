@@ -38,26 +38,11 @@ func (u *Upkeep) pumpEvents(ctx context.Context) {
 			}
 			u.resyncWatches()
 		}
-		u.follow(ctx, ch)
+		placement.Follow(ctx, ch, u.onEvent)
 		cancel()
 		ch = nil
 		if ctx.Err() == nil {
 			u.log.Warn("event pump fell behind; resubscribing")
-		}
-	}
-}
-
-// follow handles one subscription until ctx ends or the engine closes it.
-func (u *Upkeep) follow(ctx context.Context, ch <-chan placement.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-ch:
-			if !ok {
-				return
-			}
-			u.onEvent(ev)
 		}
 	}
 }

@@ -44,33 +44,23 @@ func (h *Host) watchReclaims(ctx context.Context) {
 		if errors.Is(err, placement.ErrStopped) {
 			return
 		}
+		if err != nil && ctx.Err() != nil {
+			return
+		}
 		if err != nil {
-			if ctx.Err() == nil {
-				h.log.Warn("cannot follow the placement engine's events", "err", err)
-				time.Sleep(time.Second)
+			h.log.Warn("cannot follow the placement engine's events", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
 			}
 			continue
 		}
-		h.followReclaims(ctx, events)
-		cancel()
-	}
-}
-
-// followReclaims handles one subscription until ctx ends or the engine
-// closes it.
-func (h *Host) followReclaims(ctx context.Context, events <-chan placement.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
+		placement.Follow(ctx, events, func(ev placement.Event) {
 			if ev.Type == placement.EventReclaim {
 				h.onReclaim(ev)
 			}
-		}
+		})
+		cancel()
 	}
 }
 
