@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/wsched/wsched/estimator"
@@ -92,7 +91,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		wait = time.Until(dl)
 	}
 	inst, release, err := r.backends.Acquire(ctx, host.Spec{
-		Backend: pluginFor(m.Backend), Load: loadRequest(m),
+		Backend: pluginFor(m.Backend), Load: r.loadRequest(m, job),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 	})
@@ -106,7 +105,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	l := inst.Lease()
 	rep.Placed(jobs.Placement{Backend: inst.Backend(), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
 	rep.Processing()
-	res, err := inst.Transcribe(ctx, transcribeRequest(job), func(ev plugins.Event) error {
+	res, err := inst.Transcribe(ctx, transcribeRequest(m, job), func(ev plugins.Event) error {
 		switch ev.Kind {
 		case plugins.EventProgress:
 			rep.Progress(ev.Percent)
@@ -133,19 +132,6 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		}
 	}
 	return toTranscript(job, res), nil
-}
-
-// loadRequest is how a model is loaded; sizeJob estimates for the same.
-func loadRequest(m models.Model) plugins.LoadRequest {
-	return plugins.LoadRequest{ModelPath: m.Path, FlashAttention: m.Backend == models.WhisperCpp && whisperFlashAttention}
-}
-
-func transcribeRequest(job jobs.Job) plugins.TranscribeRequest {
-	req := plugins.TranscribeRequest{AudioPath: job.Spec.AudioPath, Language: job.Spec.Language, Translate: job.Spec.Translate, InitialPrompt: job.Spec.Prompt}
-	if job.Spec.Temperature > 0 {
-		req.Extra = map[string]string{"temperature": strconv.FormatFloat(job.Spec.Temperature, 'f', -1, 64)}
-	}
-	return req
 }
 
 func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {
