@@ -84,7 +84,6 @@ type VADOptions struct {
 	VADSpeechPadMS  int     `json:"vad_speech_pad_ms,omitempty"`
 }
 
-
 // Timing is when a job entered and left one state.
 type Timing struct {
 	Entered time.Time `json:"entered"`

@@ -39,7 +39,6 @@ type VADOptions struct {
 	VADSpeechPadMS  int     `json:"vad_speech_pad_ms,omitempty"`
 }
 
-
 // JobState is a job's place in its lifecycle.
 type JobState string
 

@@ -15,8 +15,12 @@ import (
 	"time"
 )
 
-// logLines is how many of the app's last output lines an error shows.
-const logLines = 20
+// An error shows the app's first headLines output lines (its banner, what
+// it loads) and its last logLines.
+const (
+	headLines = 10
+	logLines  = 20
+)
 
 // app is one running instance of an app: its process group, its port and
 // the tail of its output.
@@ -104,13 +108,16 @@ func (a *app) waitHealthy(ctx context.Context, client *http.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, a.s.StartTimeout)
 	defer cancel()
 	url := a.base + a.s.Health
-	tick := time.NewTicker(50 * time.Millisecond)
+	wait := 20 * time.Millisecond
+	tick := time.NewTimer(wait)
 	defer tick.Stop()
 	var last error
 	for {
 		if last = a.probe(ctx, client, url); last == nil {
 			return nil
 		}
+		wait = min(2*wait, time.Second) // quick for a quick app, quiet in a slow app's log
+		tick.Reset(wait)
 		select {
 		case <-a.done:
 			return errors.New(a.exitNote() + " before answering " + url)
@@ -165,7 +172,9 @@ type tailWriter struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	partial []byte
-	lines   []string
+	head    []string // the first headLines lines
+	lines   []string // the last logLines lines after those
+	dropped int      // lines between head and lines
 }
 
 func (w *tailWriter) Write(p []byte) (int, error) {
@@ -180,9 +189,13 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 		line := strings.TrimRight(string(w.partial[:i]), "\r")
 		w.partial = w.partial[i+1:]
 		w.log.Info(line)
+		if len(w.head) < headLines {
+			w.head = append(w.head, line)
+			continue
+		}
 		w.lines = append(w.lines, line)
 		if len(w.lines) > logLines {
-			w.lines = w.lines[len(w.lines)-logLines:]
+			w.lines, w.dropped = w.lines[1:], w.dropped+1
 		}
 	}
 	if len(w.partial) > 64<<10 { // a line without end: keep the log bounded
@@ -195,12 +208,16 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 func (w *tailWriter) note() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	lines := w.lines
+	lines := append([]string(nil), w.head...)
+	if w.dropped > 0 {
+		lines = append(lines, fmt.Sprintf("… %d lines …", w.dropped))
+	}
+	lines = append(lines, w.lines...)
 	if len(w.partial) > 0 {
-		lines = append(lines[:len(lines):len(lines)], string(w.partial))
+		lines = append(lines, string(w.partial))
 	}
 	if len(lines) == 0 {
 		return "; it printed nothing"
 	}
-	return "; its last output lines:\n  " + strings.Join(lines, "\n  ")
+	return "; its output:\n  " + strings.Join(lines, "\n  ")
 }
