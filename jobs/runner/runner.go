@@ -82,6 +82,10 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
+	if m.Backend == config.ExecBackend && vadOn(m, job) {
+		return transcript.Transcript{}, jobs.Mark(fmt.Errorf("model %q (backend %s): voice activity detection is not available: the app gets the audio as it is (submit without vad)",
+			m.Name, config.ExecBackend), jobs.ErrBadInput)
+	}
 	bytes, key, err := r.size(m, job)
 	if err != nil {
 		return transcript.Transcript{}, err

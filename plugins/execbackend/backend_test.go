@@ -113,7 +113,7 @@ func TestOpenAIProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := os.Stat(jfk(t))
-	want := fmt.Sprintf("device=cuda:0 pid=%d bytes=%d model=sensevoice", app, st.Size())
+	want := fmt.Sprintf("device=cuda:0 visible=GPU-test pid=%d bytes=%d model=sensevoice", app, st.Size())
 	if res.Text != want || len(res.Segments) != 2 || res.Segments[1].End != 11*time.Second || res.Language != "en" {
 		t.Errorf("result %+v, want text %q and 2 segments", res, want)
 	}

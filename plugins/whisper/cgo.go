@@ -186,6 +186,9 @@ func (p fullParams) setVADParams(v plugins.VADParams) {
 	}
 }
 
+// vadOn reads back whether whisper_full will run VAD.
+func (p fullParams) vadOn() bool { return bool(p.c.vad) }
+
 // vadParams reads back the VAD parameters whisper_full will use.
 func (p fullParams) vadParams() plugins.VADParams {
 	vp := p.c.vad_params

@@ -4,7 +4,8 @@ Python 3 standard library only. It reads SENSEVOICE_DEVICE, SENSEVOICE_HOST and
 SENSEVOICE_PORT as the seed's service does, answers GET /health, and transcribes
 on POST /v1/audio/transcriptions (OpenAI verbose_json) and POST /api/v1/asr
 (SenseVoice api.py: files + keys + lang, {"result": [{"key", "text"}]}). The
-"transcript" echoes what the app saw: its device, its pid and the audio's size.
+"transcript" echoes what the app saw: its device (and CUDA_VISIBLE_DEVICES on
+the OpenAI route), its pid and the audio's size.
 
 Test knobs (environment):
   APP_STATE_DIR  writes pid (the app's pid) and worker (its worker's pid) there;
@@ -100,7 +101,8 @@ class Handler(BaseHTTPRequestHandler):
             audio = files.get("file")
             if audio is None:
                 return self.reply(400, {"error": {"message": "no file"}})
-            text = "device=%s pid=%d bytes=%d model=%s" % (DEVICE, os.getpid(), len(audio), fields.get("model", ""))
+            text = "device=%s visible=%s pid=%d bytes=%d model=%s" % (DEVICE, os.environ.get("CUDA_VISIBLE_DEVICES", "-"),
+                                                                    os.getpid(), len(audio), fields.get("model", ""))
             self.reply(200, {"task": "transcribe", "language": fields.get("language") or "english", "duration": 11.0,
                              "text": text, "segments": [{"id": 0, "start": 0.0, "end": 5.5, "text": text},
                                                         {"id": 1, "start": 5.5, "end": 11.0, "text": "second"}]})
