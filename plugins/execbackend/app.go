@@ -108,16 +108,15 @@ func (a *app) waitHealthy(ctx context.Context, client *http.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, a.s.StartTimeout)
 	defer cancel()
 	url := a.base + a.s.Health
-	wait := 20 * time.Millisecond
-	tick := time.NewTimer(wait)
+	start := time.Now()
+	tick := time.NewTimer(0)
 	defer tick.Stop()
 	var last error
 	for {
 		if last = a.probe(ctx, client, url); last == nil {
 			return nil
 		}
-		wait = min(2*wait, time.Second) // quick for a quick app, quiet in a slow app's log
-		tick.Reset(wait)
+		tick.Reset(pollInterval(time.Since(start)))
 		select {
 		case <-a.done:
 			return errors.New(a.exitNote() + " before answering " + url)
@@ -130,6 +129,18 @@ func (a *app) waitHealthy(ctx context.Context, client *http.Client) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// pollInterval is the wait between health probes: quick while a quick app
+// starts, then quieter in the log of an app that loads a model for minutes.
+func pollInterval(waited time.Duration) time.Duration {
+	switch {
+	case waited < time.Second:
+		return 25 * time.Millisecond
+	case waited < 10*time.Second:
+		return 250 * time.Millisecond
+	}
+	return time.Second
 }
 
 // probe asks the health route once.

@@ -20,7 +20,7 @@ import (
 )
 
 // testApp is the SenseVoice-shaped Python app in testdata.
-func testApp(t *testing.T) string {
+func testApp(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not found")
@@ -34,7 +34,7 @@ func testApp(t *testing.T) string {
 
 // appLoad is a LoadRequest for the test app with protocol and the app's
 // knobs (APP_*), its state in a temp dir.
-func appLoad(t *testing.T, protocol string, knobs map[string]string) (plugins.LoadRequest, string) {
+func appLoad(t testing.TB, protocol string, knobs map[string]string) (plugins.LoadRequest, string) {
 	t.Helper()
 	state := t.TempDir()
 	env := map[string]string{"APP_STATE_DIR": state, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -86,7 +86,7 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
-func jfk(t *testing.T) string { return testshared.File(t, "audio/jfk.wav") }
+func jfk(t testing.TB) string { return testshared.File(t, "audio/jfk.wav") }
 
 func noEvents(plugins.Event) error { return nil }
 
