@@ -80,7 +80,11 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	kinds := deviceKinds(b.devs, b.regs)
 	var names []string
 	for _, d := range b.devs {
-		names = append(names, d.name+" ("+d.description+")")
+		name := d.name + " (" + d.description + ")"
+		if d.gpu {
+			name += fmt.Sprintf(", %d of %d MiB free at start", d.freeBytes>>20, d.totalBytes>>20)
+		}
+		names = append(names, name)
 	}
 	version := b.opts.Version
 	if version == "" {
