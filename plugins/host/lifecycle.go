@@ -62,13 +62,13 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if mem, err = p.backend.Load(ctx, req); err != nil {
 		return fail(fmt.Errorf("load %s on %s: %w", req.ModelPath, req.Device, err))
 	}
-	h.sample(ctx, w, "load")
 	if info, err = p.backend.Info(ctx); err != nil {
 		return fail(fmt.Errorf("info: %w", err))
 	}
 	if err := h.addAppPIDs(ctx, w, p, info.PIDs); err != nil {
 		return fail(err)
 	}
+	h.sample(ctx, w, "load") // with the app's processes on the lease
 	if info.Name != w.bin.Name {
 		w.log.Warn("backend calls itself by another name than its file", "info_name", info.Name, "path", w.bin.Path)
 	}
