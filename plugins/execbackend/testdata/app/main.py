@@ -14,6 +14,8 @@ Test knobs (environment):
   APP_HEALTH     "never": /health answers 503 forever.
   APP_EXIT       exit at start with this status, after printing a line.
   APP_WORKER     "1": start a worker process in the app's process group.
+  APP_GPU_BYTES  allocate this much GPU memory at start through the driver API
+                 (libcuda, ctypes) on SENSEVOICE_DEVICE, as a model load would.
 """
 import json
 import os
@@ -116,6 +118,25 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, {"detail": "not found"})
 
 
+def gpu_alloc(nbytes):
+    """Create a CUDA context on SENSEVOICE_DEVICE and allocate nbytes; kept until exit."""
+    import ctypes
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def check(rc, what):
+        if rc != 0:
+            raise RuntimeError("%s failed: CUresult %d" % (what, rc))
+
+    index = int(DEVICE.split(":")[1]) if DEVICE.startswith("cuda:") else 0
+    dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+    check(cuda.cuInit(0), "cuInit")
+    check(cuda.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
+    check(cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev), "cuCtxCreate")
+    check(cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)), "cuMemAlloc")
+    print("allocated %d bytes on %s" % (nbytes, DEVICE), flush=True)
+    return ctx, ptr
+
+
 def main():
     print("SenseVoice-shaped test app: device %s, port %d, pid %d" % (DEVICE, PORT, os.getpid()), flush=True)
     if os.environ.get("APP_EXIT"):
@@ -124,6 +145,8 @@ def main():
     if os.environ.get("APP_WORKER") == "1":
         w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         state_file("worker", str(w.pid))
+    if os.environ.get("APP_GPU_BYTES"):
+        main.gpu = gpu_alloc(int(os.environ["APP_GPU_BYTES"]))
     state_file("pid", str(os.getpid()))
     ThreadingHTTPServer((HOST, PORT), Handler).serve_forever()
 
