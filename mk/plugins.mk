@@ -36,4 +36,4 @@ test: plugins-test
 deb: plugins
 
 # The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
-FUZZ_TARGETS += ./plugins/whisper/internal/audio:FuzzDecodeWAV
+FUZZ_TARGETS += ./plugins/internal/audio:FuzzDecodeWAV

@@ -25,7 +25,7 @@ import (
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
 	"github.com/wsched/wsched/plugins/plugintest"
-	"github.com/wsched/wsched/plugins/whisper/internal/audio"
+	"github.com/wsched/wsched/plugins/internal/audio"
 )
 
 // BenchmarkOverhead transcribes with tiny.en (weightless: the full encoder
