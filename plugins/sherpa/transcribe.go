@@ -2,8 +2,8 @@ package sherpa
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
