@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,7 +94,7 @@ func TestLoadRegistry(t *testing.T) {
 		g := got[i]
 		hasHeader := g.Header != nil
 		g.Header = nil
-		if g != want[i] {
+		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("model %d\n got %+v\nwant %+v", i, g, want[i])
 		}
 		if wantHeader := want[i].Backend == WhisperCpp && want[i].Problem == ""; hasHeader != wantHeader {
