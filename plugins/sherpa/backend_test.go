@@ -108,6 +108,8 @@ func TestLoadErrors(t *testing.T) {
 		{"itn", plugins.LoadRequest{ModelPath: senseVoiceDir(t, onnxtest.SenseVoiceOptions{}), Extra: map[string]string{"itn": "maybe"}}, plugins.ErrBadRequest, "itn"},
 		{"device", plugins.LoadRequest{ModelPath: senseVoiceDir(t, onnxtest.SenseVoiceOptions{}), Device: "tpu"}, plugins.ErrBadRequest, "tpu"},
 		{"vad", plugins.LoadRequest{ModelPath: senseVoiceDir(t, onnxtest.SenseVoiceOptions{}), VADModelPath: "/nonexistent/silero.onnx"}, plugins.ErrModelNotFound, "VAD"},
+		// sherpa-onnx would exit the process on this one too
+		{"not a VAD", plugins.LoadRequest{ModelPath: senseVoiceDir(t, onnxtest.SenseVoiceOptions{}), VADModelPath: filepath.Join(senseVoiceDir(t, onnxtest.SenseVoiceOptions{}), "model.onnx")}, plugins.ErrBadModel, "not silero VAD"},
 	} {
 		_, err := b.Load(t.Context(), tt.req)
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.says) {

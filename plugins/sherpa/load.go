@@ -10,6 +10,7 @@ import (
 
 	so "github.com/k2-fsa/sherpa-onnx-go-linux"
 
+	"github.com/wsched/wsched/estimator/onnx"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/sherpa/modeldir"
@@ -109,11 +110,29 @@ func (b *Backend) prepare(req plugins.LoadRequest) (*model, error) {
 		}
 	}
 	if m.vadModel != "" {
-		if _, err := filepath.Abs(m.vadModel); err != nil || !fileExists(m.vadModel) {
-			return nil, fmt.Errorf("%w: VAD model %s not found", plugins.ErrModelNotFound, m.vadModel)
+		if err := checkVAD(m.vadModel); err != nil {
+			return nil, fmt.Errorf("VAD model %s: %w", m.vadModel, err)
 		}
 	}
 	return m, nil
+}
+
+// checkVAD refuses what sherpa-onnx's silero VAD would exit the process
+// on: a model without silero v4's (input, sr, h, c → output, hn, cn) or
+// v5's (input, state, sr → output, stateN) inputs and outputs.
+func checkVAD(path string) error {
+	if !fileExists(path) {
+		return fmt.Errorf("%w: no such file", plugins.ErrModelNotFound)
+	}
+	m, err := onnx.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", plugins.ErrBadModel, err)
+	}
+	in, out := strings.Join(m.Inputs, ","), strings.Join(m.Outputs, ",")
+	if (in == "input,sr,h,c" && out == "output,hn,cn") || (in == "input,state,sr" && out == "output,stateN") {
+		return nil
+	}
+	return fmt.Errorf("%w: inputs (%s) and outputs (%s) are not silero VAD v4's or v5's", plugins.ErrBadModel, in, out)
 }
 
 // config is the recognizer configuration for m.
