@@ -183,3 +183,22 @@ func repeatWAV(t *testing.T, name string, n int) string {
 	}
 	return path
 }
+
+// TestGeneratedParaformer: a Paraformer-shaped model is told apart from
+// SenseVoice by its metadata, loaded by sherpa-onnx's Paraformer recognizer
+// and decodes jfk.wav.
+func TestGeneratedParaformer(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := onnxtest.WriteParaformer(dir, onnxtest.SenseVoiceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := loaded(t, plugins.LoadRequest{ModelPath: dir, Device: "cpu", Threads: 1})
+	if info, _ := b.Info(t.Context()); info.Metadata["kind"] != "paraformer" || info.Metadata["language"] != "" {
+		t.Fatalf("info: %v", info.Metadata)
+	}
+	res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, nil)
+	if err != nil || res.Duration != 11*time.Second || len(res.Segments) != 1 || res.Text == "" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	t.Logf("text (random weights): %.60q…", res.Text)
+}

@@ -1,7 +1,8 @@
 // Package onnxtest writes ONNX model files for tests: a small protobuf
 // writer for ModelProto and its parts (field numbers from onnx.proto), and
-// WriteSenseVoice, a SenseVoice-shaped model with tiny random weights that
-// sherpa-onnx loads and runs like the real one.
+// WriteSenseVoice, WriteParaformer and WriteSileroVAD: models with tiny
+// random weights and the real interfaces, which sherpa-onnx loads and runs
+// like the real ones.
 package onnxtest
 
 import (

@@ -131,3 +131,46 @@ func Tokens(n int) string {
 	}
 	return b.String()
 }
+
+// WriteParaformer writes into dir a model with Paraformer's interface as
+// sherpa-onnx v1.12.0 checks it (offline-paraformer-model.cc,
+// offline-recognizer-paraformer-impl.h): inputs speech (float, [N, T, 560])
+// and speech_lengths (int32, [N]); outputs logits (float, [N, T, V]) and
+// token_num; metadata vocab_size, lfr_window_size/shift, neg_mean,
+// inv_stddev. The network is speech times a random [560, V] matrix. It
+// writes tokens.txt too and returns the model file's path.
+func WriteParaformer(dir string, o SenseVoiceOptions) (string, error) {
+	if o.Vocab == 0 {
+		o.Vocab = 64
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0xa7a))
+	w := make([]float32, SenseVoiceFeatures*o.Vocab)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64()) * 0.05
+	}
+	g := Graph{
+		Name: "paraformer-shaped",
+		Nodes: []Node{
+			{Op: "MatMul", Inputs: []string{"speech", "weight"}, Output: []string{"logits"}},
+			{Op: "Identity", Inputs: []string{"speech_lengths"}, Output: []string{"token_num"}},
+		},
+		Initializers: []Tensor{{Name: "weight", DataType: Float, Dims: []int64{SenseVoiceFeatures, int64(o.Vocab)}, Raw: Floats(w)}},
+		Inputs: []Value{
+			{Name: "speech", ElemType: Float, Dims: []any{"N", "T", SenseVoiceFeatures}},
+			{Name: "speech_lengths", ElemType: Int32, Dims: []any{"N"}},
+		},
+		Outputs: []Value{{Name: "logits", ElemType: Float, Dims: []any{"N", "T", o.Vocab}}, {Name: "token_num", ElemType: Int32, Dims: []any{"N"}}},
+	}
+	meta := slices.DeleteFunc(senseVoiceMetadata(o.Vocab, o.Drop), func(kv [2]string) bool {
+		return strings.HasPrefix(kv[0], "lang_") || strings.Contains(kv[0], "itn") || kv[0] == "normalize_samples"
+	})
+	meta[0] = [2]string{"model_type", "paraformer"}
+	path := filepath.Join(dir, "model.onnx")
+	if err := os.WriteFile(path, Model{IRVersion: 8, Opset: 13, Graph: g, Metadata: meta}.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("onnxtest: write model: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.txt"), []byte(Tokens(o.Vocab)), 0o644); err != nil {
+		return "", fmt.Errorf("onnxtest: write tokens: %w", err)
+	}
+	return path, nil
+}
