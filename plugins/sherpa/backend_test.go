@@ -14,6 +14,7 @@ import (
 	"github.com/wsched/wsched/estimator/onnx/onnxtest"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
 // TestGeneratedSenseVoice loads the generated SenseVoice-shaped model into
@@ -201,4 +202,22 @@ func TestGeneratedParaformer(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 	t.Logf("text (random weights): %.60q…", res.Text)
+}
+
+func TestLanguageOf(t *testing.T) {
+	for _, tt := range []struct {
+		kind             modeldir.Kind
+		loaded, got, want string
+	}{
+		{modeldir.SenseVoice, "auto", "<|zh|>", "zh"},
+		{modeldir.SenseVoice, "auto", "<|w37|>", ""},
+		{modeldir.SenseVoice, "en", "noise", "en"},
+		{modeldir.Whisper, "", "de", "de"},
+		{modeldir.Paraformer, "", "", ""},
+	} {
+		m := &model{dir: modeldir.Dir{Kind: tt.kind}, language: tt.loaded}
+		if got := m.languageOf(recognition{lang: tt.got}); got != tt.want {
+			t.Errorf("%s loaded %q, detected %q: %q, want %q", tt.kind, tt.loaded, tt.got, got, tt.want)
+		}
+	}
 }

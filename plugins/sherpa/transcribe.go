@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
 // Window is the fixed piece length long audio is cut into without VAD: the
@@ -145,11 +146,15 @@ func (m *model) recognize(samples []float32) recognition {
 	return recognition{text: r.Text, lang: r.Lang}
 }
 
-// languageOf is the language a decode detected ("<|en|>" from SenseVoice),
-// else the one loaded; "" for auto with nothing detected.
+// languageOf is the language a decode detected ("<|en|>" from SenseVoice,
+// "en" from Whisper), else the one loaded; "" for auto with nothing
+// detected.
 func (m *model) languageOf(r recognition) string {
 	lang := strings.TrimSuffix(strings.TrimPrefix(r.lang, "<|"), "|>")
-	if senseVoiceLanguages[lang] && lang != "auto" {
+	switch {
+	case m.dir.Kind == modeldir.Whisper && lang != "":
+		return lang // Whisper's detected code as is
+	case senseVoiceLanguages[lang] && lang != "auto":
 		return lang
 	}
 	if m.language != "auto" {
