@@ -206,7 +206,7 @@ func TestGeneratedParaformer(t *testing.T) {
 
 func TestLanguageOf(t *testing.T) {
 	for _, tt := range []struct {
-		kind             modeldir.Kind
+		kind              modeldir.Kind
 		loaded, got, want string
 	}{
 		{modeldir.SenseVoice, "auto", "<|zh|>", "zh"},
