@@ -221,3 +221,34 @@ func TestLanguageOf(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratedWhisper: an encoder/decoder pair with Whisper's interface
+// goes through sherpa-onnx's Whisper recognizer and greedy search.
+func TestGeneratedWhisper(t *testing.T) {
+	dir := t.TempDir()
+	if err := onnxtest.WriteWhisper(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	b := loaded(t, plugins.LoadRequest{ModelPath: dir, Device: "cpu", Threads: 1})
+	if info, _ := b.Info(t.Context()); info.Metadata["kind"] != "whisper" {
+		t.Fatalf("info: %v", info.Metadata)
+	}
+	res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, nil)
+	if err != nil || res.Duration != 11*time.Second || len(res.Segments) != 1 || res.Text == "" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	t.Logf("text (random weights): %.60q…", res.Text)
+}
+
+// TestWhisperWindows: Whisper pieces stay under sherpa-onnx's 29.5 s cut.
+func TestWhisperWindows(t *testing.T) {
+	dir := t.TempDir()
+	if err := onnxtest.WriteWhisper(dir, 2); err != nil {
+		t.Fatal(err)
+	}
+	b := loaded(t, plugins.LoadRequest{ModelPath: dir, Device: "cpu", Threads: 1})
+	res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: repeatWAV(t, jfk(t), 3)}, nil)
+	if err != nil || len(res.Segments) != 2 || res.Segments[0].End != 29*time.Second || res.Segments[1].End != 33*time.Second {
+		t.Fatalf("33 s of audio: %+v %v", res.Segments, err)
+	}
+}

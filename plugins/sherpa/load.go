@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,6 +105,9 @@ func (b *Backend) prepare(req plugins.LoadRequest) (*model, error) {
 			return nil, fmt.Errorf("%w: SenseVoice language %q (want auto, zh, en, ja, ko or yue)", plugins.ErrBadRequest, m.language)
 		}
 	}
+	if err := checkWhisperLanguage(dir, m.language); err != nil {
+		return nil, err
+	}
 	if v, ok := req.Extra["itn"]; ok {
 		if m.itn, err = strconv.ParseBool(v); err != nil {
 			return nil, fmt.Errorf("%w: itn %q: %w", plugins.ErrBadRequest, v, err)
@@ -115,6 +119,20 @@ func (b *Backend) prepare(req plugins.LoadRequest) (*model, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkWhisperLanguage refuses a language a multilingual Whisper model does
+// not list (sherpa-onnx exits the process on one).
+func checkWhisperLanguage(dir modeldir.Dir, lang string) error {
+	meta := dir.Files[0].Metadata
+	if dir.Kind != modeldir.Whisper || lang == "" || meta["is_multilingual"] == "0" {
+		return nil
+	}
+	codes := strings.Split(meta["all_language_codes"], ",")
+	if !slices.Contains(codes, lang) {
+		return fmt.Errorf("%w: Whisper language %q: the model knows %s", plugins.ErrBadRequest, lang, meta["all_language_codes"])
+	}
+	return nil
 }
 
 // checkVAD refuses what sherpa-onnx's silero VAD would exit the process

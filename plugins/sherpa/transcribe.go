@@ -15,7 +15,7 @@ import (
 )
 
 // Window is the fixed piece length long audio is cut into without VAD: the
-// 30 s SenseVoice and Whisper are trained on.
+// 30 s SenseVoice is trained on (Whisper's pieces are 29 s: whisperWindow).
 const Window = 30 * time.Second
 
 // piece is a stretch of audio decoded on its own.
@@ -173,9 +173,20 @@ func (m *model) cut(samples []float32, wantVAD bool, log *slog.Logger) ([]piece,
 		return m.cutVAD(samples)
 	}
 	if wantVAD {
-		log.Warn("VAD requested but no VAD model was loaded: cutting the audio into fixed windows", "window", Window)
+		log.Warn("VAD requested but no VAD model was loaded: cutting the audio into fixed windows", "window", m.window())
 	}
-	return windows(samples, int(Window.Seconds())*audio.SampleRate), nil
+	return windows(samples, int(m.window().Seconds())*audio.SampleRate), nil
+}
+
+// whisperWindow is the fixed piece for Whisper: sherpa-onnx truncates its
+// input to 2950 feature frames (29.5 s), so pieces stay below that.
+const whisperWindow = 29 * time.Second
+
+func (m *model) window() time.Duration {
+	if m.dir.Kind == modeldir.Whisper {
+		return whisperWindow
+	}
+	return Window
 }
 
 // windows cuts samples into pieces of n.

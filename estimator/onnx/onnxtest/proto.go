@@ -1,6 +1,6 @@
 // Package onnxtest writes ONNX model files for tests: a small protobuf
 // writer for ModelProto and its parts (field numbers from onnx.proto), and
-// WriteSenseVoice, WriteParaformer and WriteSileroVAD: models with tiny
+// WriteSenseVoice, WriteParaformer, WriteWhisper and WriteSileroVAD: models with tiny
 // random weights and the real interfaces, which sherpa-onnx loads and runs
 // like the real ones.
 package onnxtest

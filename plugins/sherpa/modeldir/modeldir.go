@@ -131,7 +131,11 @@ func (d *Dir) read() error {
 		return fmt.Errorf("%w: %s: neither SenseVoice nor Paraformer metadata (model_type %q)", plugins.ErrBadModel, d.Model, meta["model_type"])
 	}
 	var missing []string
-	for _, k := range required[d.Kind] {
+	keys := required[d.Kind]
+	if d.Kind == Whisper && meta["is_multilingual"] != "0" {
+		keys = append(keys[:len(keys):len(keys)], "all_language_tokens", "all_language_codes")
+	}
+	for _, k := range keys {
 		if meta[k] == "" {
 			missing = append(missing, k)
 		}

@@ -50,7 +50,7 @@ func TestOpenDir(t *testing.T) {
 	write(t, para, "model.onnx", append(pairs(required[Paraformer]...), [2]string{"model_type", "paraformer"}), false)
 	write(t, para, "model.int8.onnx", nil, false) // model.onnx wins
 	whisper := t.TempDir()
-	write(t, whisper, "tiny.en-encoder.onnx", pairs(required[Whisper]...), false)
+	write(t, whisper, "tiny.en-encoder.onnx", pairs(append(required[Whisper], "all_language_tokens", "all_language_codes")...), false)
 	write(t, whisper, "tiny.en-decoder.onnx", nil, false)
 	write(t, whisper, "tiny.en-decoder.int8.onnx", nil, false)
 	for _, tt := range []struct {
@@ -80,6 +80,9 @@ func TestOpenDirRefuses(t *testing.T) {
 	whisper := t.TempDir()
 	write(t, whisper, "encoder.onnx", pairs("n_mels"), false)
 	write(t, whisper, "decoder.onnx", nil, false)
+	multi := t.TempDir() // is_multilingual 1 without the language lists
+	write(t, multi, "encoder.onnx", pairs(required[Whisper]...), false)
+	write(t, multi, "decoder.onnx", nil, false)
 	ext := t.TempDir()
 	write(t, ext, "model.onnx", pairs(required[Paraformer]...), true)
 	empty := t.TempDir()
@@ -92,6 +95,7 @@ func TestOpenDirRefuses(t *testing.T) {
 		{empty, plugins.ErrBadModel, "tokens.txt"},
 		{noMeta, plugins.ErrBadModel, "neither SenseVoice nor Paraformer"},
 		{whisper, plugins.ErrBadModel, "n_text_layer"},
+		{multi, plugins.ErrBadModel, "all_language_tokens, all_language_codes"},
 		{ext, plugins.ErrBadModel, "external data (w.bin)"},
 	} {
 		_, err := OpenDir(tt.path)
