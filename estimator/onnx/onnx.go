@@ -1,8 +1,8 @@
 // Package onnx reads what the memory estimator needs from an ONNX model file
 // without loading it: the bytes of its initializers (weights), the graph's
 // input and output names and the model's metadata_props. It walks the
-// protobuf wire format itself, streaming: tensor payloads are skipped, not
-// read into memory, so a 1 GB model costs a few kilobytes of buffers.
+// protobuf wire format itself, streaming: tensor payloads are seeked over,
+// not read, so a 1 GB model costs a few reads and 64 KiB of buffer.
 //
 // Field numbers are onnx.proto's (onnx/onnx.proto, IR version 10).
 package onnx
@@ -74,12 +74,16 @@ func ReadFile(path string) (*Model, error) {
 	return m, nil
 }
 
-// Read walks a ModelProto of size bytes from r.
+// Read walks a ModelProto of size bytes from r. When r is an io.ReadSeeker
+// (a file), tensor payloads are seeked over rather than read.
 func Read(r io.Reader, size int64) (*Model, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("%w: negative size", ErrInvalid)
 	}
 	w := &walker{r: bufio.NewReaderSize(r, 64<<10), m: &Model{Metadata: map[string]string{}, ByType: map[string]int64{}, FileBytes: size}, ext: map[string]bool{}}
+	if s, ok := r.(io.ReadSeeker); ok {
+		w.seek = s
+	}
 	if err := w.model(size); err != nil {
 		return nil, err
 	}
@@ -92,7 +96,8 @@ func Read(r io.Reader, size int64) (*Model, error) {
 // walker holds the reader and what has been found so far.
 type walker struct {
 	r        *bufio.Reader
-	pos      int64 // bytes consumed
+	pos      int64         // bytes consumed
+	seek     io.ReadSeeker // r, when it seeks: large payloads are skipped by seeking
 	m        *Model
 	depth    int
 	sawGraph bool

@@ -3,6 +3,7 @@ package onnx_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -146,4 +147,49 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("by type %d < total %d", sum, m.InitializerBytes)
 		}
 	})
+}
+
+// countingFile counts the bytes read through it.
+type countingFile struct {
+	*os.File
+	read int64
+}
+
+func (c *countingFile) Read(p []byte) (int, error) {
+	n, err := c.File.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+// TestReadSeeksOverWeights: reading a file's header reads a small part of
+// it (tensor payloads are seeked over), with the same result as reading it
+// all through.
+func TestReadSeeksOverWeights(t *testing.T) {
+	path, err := onnxtest.WriteSenseVoice(t.TempDir(), onnxtest.SenseVoiceOptions{Vocab: 4096}) // 9 MB of weights
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	cf := &countingFile{File: f}
+	seeked, err := onnx.Read(cf, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	streamed, err := onnx.Read(bytes.NewBuffer(data), int64(len(data))) // no Seek: reads through
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.read > 1<<20 || seeked.InitializerBytes != streamed.InitializerBytes || seeked.InitializerBytes != 560*4096*4+48 {
+		t.Errorf("read %d of %d bytes; initializers %d seeking, %d streaming", cf.read, st.Size(), seeked.InitializerBytes, streamed.InitializerBytes)
+	}
+	if !slices.Equal(seeked.Inputs, streamed.Inputs) || seeked.Metadata["vocab_size"] != "4096" {
+		t.Errorf("seeking read %v / %v", seeked.Inputs, seeked.Metadata["vocab_size"])
+	}
+	t.Logf("read %d of %d bytes", cf.read, st.Size())
 }

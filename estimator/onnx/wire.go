@@ -94,7 +94,23 @@ func (w *walker) varint() (uint64, error) {
 	return 0, fmt.Errorf("%w: varint longer than 10 bytes", ErrInvalid)
 }
 
+// seekOver is the least skip that seeks instead of reading through.
+const seekOver = 64 << 10
+
 func (w *walker) discard(n int64) error {
+	if w.seek != nil && n > int64(w.r.Buffered())+seekOver {
+		// Tensor payloads: seek over them. Lengths were checked against
+		// their message (and the file) before, so this stays in the file.
+		b := w.r.Buffered()
+		_, _ = w.r.Discard(b)
+		w.pos, n = w.pos+int64(b), n-int64(b)
+		if _, err := w.seek.Seek(n, io.SeekCurrent); err != nil {
+			return fmt.Errorf("onnx: seek: %w", err)
+		}
+		w.r.Reset(w.seek)
+		w.pos += n
+		return nil
+	}
 	for n > 0 {
 		k := int(min(n, 1<<30))
 		d, err := w.r.Discard(k)
