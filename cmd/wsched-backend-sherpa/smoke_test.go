@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/daemon"
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/onnx"
 	"github.com/wsched/wsched/estimator/onnx/onnxtest"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/daemontest"
 	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
@@ -50,17 +49,17 @@ func TestSmoke(t *testing.T) {
 	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
 	cfg.Backends.PluginDir, cfg.Backends.DevDirs, cfg.Models.Dir = filepath.Dir(bin), nil, models
 	cfg.Backends.KeepAlive = units.Duration(3 * time.Second)
-	c := runDaemon(t, cfg)
+	c := daemontest.Run(t, cfg)
 
 	for _, name := range []string{"sensevoice", "sensevoice-wide"} {
 		start := time.Now()
-		j := jobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
+		j := daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
 		cold := time.Since(start)
 		if j.Result == nil || j.Attempts != 1 || len(j.Result.Segments) != 1 || j.Result.Text == "" || j.Result.Duration != 11*time.Second {
 			t.Fatalf("%s job: %+v", name, j)
 		}
 		start = time.Now()
-		jobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
+		daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
 		warm := time.Since(start)
 		inst := instance(t, c, name)
 		if inst.Metadata["env.CUDA_VISIBLE_DEVICES"] != inst.GPUUUID || inst.GPUUUID == "" || inst.GPUUUID != j.GPUUUID {
@@ -129,51 +128,6 @@ func cpuEstimate(t *testing.T, model string) estimates {
 		t.Fatal(err)
 	}
 	return e
-}
-
-func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
-	t.Helper()
-	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testshared.LogWriter(t), nil)), Version: "smoke"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := client.New(cfg.Daemon.Socket)
-	t.Cleanup(c.Close)
-	testshared.WaitHealthy(t, c)
-	return c
-}
-
-// jobStates submits a job, reads its SSE stream to the end, checks the
-// states it went through, and returns the finished job.
-func jobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) api.Job {
-	t.Helper()
-	ctx := context.Background()
-	j, err := c.SubmitJob(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var states []string
-	err = c.JobEvents(ctx, j.ID, func(ev api.JobEvent) error {
-		if ev.Type == api.JobEventState {
-			states = append(states, string(ev.State))
-		}
-		return nil
-	})
-	if got := strings.Join(states, " "); err != nil || got != want {
-		t.Errorf("job %s states %q (%v), want %q", j.ID, got, err, want)
-	}
-	j, err = c.Job(ctx, j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j.Error != "" {
-		t.Errorf("job %s: %s", j.ID, j.Error)
-	}
-	return j
 }
 
 // instance is the running backend instance serving model.
