@@ -10,7 +10,6 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/api/convert"
-	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
@@ -93,7 +92,7 @@ func (s *Server) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holde
 	if h != nil && h.PID != 0 {
 		pid = h.PID
 	}
-	info, err := procwatch.Read(s.procRoot, pid)
+	info, err := s.watch.Lookup(s.procRoot, pid)
 	if err != nil {
 		return placement.Holder{}, badRequest("invalid_field", "field holder.pid: %v", err)
 	}
@@ -211,7 +210,7 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	info, err := procwatch.Read(s.procRoot, body.PID)
+	info, err := s.watch.Lookup(s.procRoot, body.PID)
 	if err != nil {
 		writeError(w, badRequest("invalid_field", "field pid: %v", err))
 		return

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
@@ -55,10 +56,12 @@ type Estimator interface {
 	EstimateAnyGPU(req estimator.Request) (estimator.Result, error)
 }
 
-// Watcher watches processes whose exit ends or shrinks a lease
-// (*procwatch.Watcher).
+// Watcher watches processes whose exit ends or shrinks a lease, and knows
+// who they are: Lookup reads /proc once per process and caches it while the
+// process lives (*procwatch.Watcher).
 type Watcher interface {
 	Watch(pid int) error
+	Lookup(procRoot string, pid int) (procwatch.Info, error)
 }
 
 var (
