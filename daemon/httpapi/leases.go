@@ -128,11 +128,11 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := s.eng.Acquire(r.Context(), req)
 	if err != nil {
-		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
+		s.log.Debug("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)
 		return
 	}
-	s.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	out := convert.FromLease(l)
 	out.Estimate = est
 	writeJSON(w, http.StatusCreated, out)
@@ -172,11 +172,11 @@ func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string
 		l, err = f(r.Context(), l)
 	}
 	if err != nil {
-		s.log.Info("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
+		s.log.Debug("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
 		writeError(w, err)
 		return
 	}
-	s.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Debug("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
