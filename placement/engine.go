@@ -295,4 +295,4 @@ func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state)
 // as the owner loop last published them (after its latest change). It does
 // not wait for the loop and changes nothing. The View is shared: callers
 // must not modify it.
-func (e *Engine) View() View { return *e.board.view.Load() }
+func (e *Engine) View() View { return e.board.frame.Load().View() }
