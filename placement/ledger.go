@@ -41,23 +41,23 @@ func (s *state) change(l *Lease, f func()) {
 func (s *state) republish(l *Lease) {
 	s.markChanged()
 	if l.GPU == CPU {
-		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, l.clone())
+		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, snapshot(l))
 		return
 	}
 	b := s.book(l.GPU)
-	b.pub = tput(b.pub, l.Granted, l.ID, l.clone())
+	b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
 	s.touch(b)
 }
 
 func (s *state) place(l *Lease) {
 	s.markChanged()
 	if l.GPU == CPU {
-		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, l.clone())
+		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, snapshot(l))
 		return
 	}
 	b := s.book(l.GPU)
 	b.add(l)
-	b.pub = tput(b.pub, l.Granted, l.ID, l.clone())
+	b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
 	s.touch(b)
 }
 
@@ -117,6 +117,10 @@ func (s *state) adopt(snap inventory.Snapshot) {
 		books = append(books, b)
 	}
 	s.books, s.acct, s.acctAll, s.pubAll = books, make([]Account, len(books)), true, true
+	s.byIndex = make(map[int]int, len(books))
+	for i, g := range snap.GPUs {
+		s.byIndex[g.Index] = i
+	}
 	s.markChanged()
 	s.reconcile()
 }
@@ -131,11 +135,17 @@ func (s *state) accounts() []Account {
 		for i, b := range s.books {
 			s.acct[i] = b.account(cfg)
 		}
+		s.gtree.rebuild(s.acct)
+		s.maxUsable = 0
+		for i := range s.acct {
+			s.maxUsable = max(s.maxUsable, s.acct[i].UsableBytes)
+		}
 	}
 	for _, b := range s.acctDirty {
 		b.dirtyAcct = false
 		if b.idx >= 0 {
 			s.acct[b.idx] = b.account(cfg)
+			s.gtree.update(b.idx)
 		}
 	}
 	s.acctDirty = s.acctDirty[:0]
@@ -149,4 +159,10 @@ func (s *state) accountOf(uuid string) (*Account, bool) {
 		return nil, false
 	}
 	return &s.accounts()[b.idx], true
+}
+
+// snapshot is an immutable copy of l to publish.
+func snapshot(l *Lease) *Lease {
+	c := l.clone()
+	return &c
 }

@@ -24,8 +24,9 @@ type board struct {
 
 // frame is one published state: immutable once stored.
 type frame struct {
-	hdr    View // Taken, Provider, Driver, Stats, Queued
-	gpus   []*gpuFrame
+	hdr    View   // Taken, Provider, Driver, Stats
+	queued [3]int // low, normal, high
+	gpus   gpuFrames
 	cpu    *tnode
 	queue  *tnode
 	now    time.Time
@@ -42,6 +43,17 @@ type gpuFrame struct {
 	reading inventory.GPU
 	leases  *tnode
 }
+
+// gpuFrames is the published GPUs in chunks, so that a change to one GPU
+// copies one chunk and the list of chunks, not the whole list.
+type gpuFrames struct {
+	chunks []*gpuChunk
+	n      int
+}
+
+const chunkLen = 32
+
+type gpuChunk [chunkLen]*gpuFrame
 
 // markChanged notes that the next settle must publish.
 func (s *state) markChanged() { s.dirty = true }
@@ -70,27 +82,40 @@ func (s *state) settle() {
 func (s *state) frame() *frame {
 	now := s.now()
 	accts := s.accounts()
-	if s.pubAll || len(s.pubGPUs) != len(s.books) {
+	if s.pubAll || s.pubGPUs.n != len(s.books) {
 		s.pubAll = false
-		s.pubGPUs = make([]*gpuFrame, len(s.books))
+		s.pubGPUs = gpuFrames{n: len(s.books), chunks: make([]*gpuChunk, (len(s.books)+chunkLen-1)/chunkLen)}
+		for i := range s.pubGPUs.chunks {
+			s.pubGPUs.chunks[i] = &gpuChunk{}
+		}
 		for i, b := range s.books {
-			s.pubGPUs[i] = &gpuFrame{acct: accts[i], reading: b.g, leases: b.pub}
+			s.pubGPUs.chunks[i/chunkLen][i%chunkLen] = &gpuFrame{acct: accts[i], reading: b.g, leases: b.pub}
 		}
 	} else if len(s.pubDirty) > 0 {
-		s.pubGPUs = slices.Clone(s.pubGPUs)
+		s.pubGPUs.chunks = slices.Clone(s.pubGPUs.chunks)
+		clear(s.pubCopied)
 	}
 	for _, b := range s.pubDirty {
 		b.dirtyPub = false
-		if b.idx >= 0 {
-			s.pubGPUs[b.idx] = &gpuFrame{acct: accts[b.idx], reading: b.g, leases: b.pub}
+		if b.idx < 0 {
+			continue
 		}
+		ci := b.idx / chunkLen
+		if !s.pubCopied[ci] { // copy each chunk once per frame
+			c := *s.pubGPUs.chunks[ci]
+			s.pubGPUs.chunks[ci] = &c
+			if s.pubCopied == nil {
+				s.pubCopied = map[int]bool{}
+			}
+			s.pubCopied[ci] = true
+		}
+		s.pubGPUs.chunks[ci][b.idx%chunkLen] = &gpuFrame{acct: accts[b.idx], reading: b.g, leases: b.pub}
 	}
 	s.pubDirty = s.pubDirty[:0]
 	f := &frame{
-		hdr: View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, Stats: s.stats, Queued: map[string]int{
-			"low": s.queue.classes[0].live, "normal": s.queue.classes[1].live, "high": s.queue.classes[2].live,
-		}},
-		gpus: s.pubGPUs, cpu: s.cpuPub, queue: s.queue.pub, now: now, aging: s.opts.Leases.Aging.D(),
+		hdr:    View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, Stats: s.stats},
+		queued: [3]int{s.queue.classes[0].live, s.queue.classes[1].live, s.queue.classes[2].live},
+		gpus:   s.pubGPUs, cpu: s.cpuPub, queue: s.queue.published(), now: now, aging: s.opts.Leases.Aging.D(),
 	}
 	if s.queue.len() > 0 {
 		_, f.hold, f.heldOn = s.plan(now)
@@ -106,8 +131,10 @@ func (f *frame) View() View {
 
 func (f *frame) build() View {
 	v := f.hdr
-	v.GPUs = make([]GPUView, len(f.gpus))
-	for i, g := range f.gpus {
+	v.Queued = map[string]int{"low": f.queued[0], "normal": f.queued[1], "high": f.queued[2]}
+	v.GPUs = make([]GPUView, f.gpus.n)
+	for i := range v.GPUs {
+		g := f.gpus.chunks[i/chunkLen][i%chunkLen]
 		v.GPUs[i] = GPUView{Account: g.acct, Reading: g.reading, HeldBytes: f.hold[g.acct.UUID],
 			Leases: tappend(g.leases, make([]Lease, 0, tsize(g.leases)))}
 	}

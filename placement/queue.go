@@ -51,31 +51,34 @@ func (s *state) ordered(now time.Time) []*waiter {
 // window, and the others no larger than the most memory available on any
 // GPU (the rest can neither be granted nor hold memory).
 func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, heldOn map[string]string) {
-	hold, heldOn = map[string]int64{}, map[string]string{}
 	if s.queue.len() == 0 {
-		return nil, hold, heldOn
+		return nil, nil, nil // nil maps read as empty
 	}
 	accounts := s.accounts()
 	room := int64(0)
-	for i := range accounts {
-		if accounts[i].Placeable {
-			room = max(room, accounts[i].AvailableBytes)
-		}
+	if a, ok := s.gtree.top(); ok {
+		room = a.AvailableBytes
 	}
 	cutoff := now.Add(-s.opts.Leases.BackfillWindow.D())
 	var lists [3][]*waiter
 	for c := range s.queue.classes {
 		lists[c] = s.queue.classes[c].candidates(cutoff, room, nil)
 	}
-	taken := map[string]int64{} // planned grants per GPU
+	var taken map[string]int64 // planned grants per GPU
 	for _, w := range s.merged(lists, now) {
 		if a, ok := s.pick(w, accounts, taken, hold); ok {
 			grants = append(grants, planned{w: w, acc: *a})
+			if taken == nil {
+				taken = map[string]int64{}
+			}
 			taken[a.UUID] += w.lease.Bytes // exact: leased and unrealized both grow
 			continue
 		}
 		if now.Sub(w.lease.Created) >= s.opts.Leases.BackfillWindow.D() {
 			if target, ok := reserveTarget(w, accounts, taken, hold); ok {
+				if hold == nil {
+					hold, heldOn = map[string]int64{}, map[string]string{}
+				}
 				hold[target] += w.lease.Bytes
 				heldOn[w.lease.ID] = target
 			}
@@ -88,6 +91,10 @@ func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, he
 // memory planned for earlier waiters (taken) and held taken off.
 func (s *state) pick(w *waiter, accounts []Account, taken, hold map[string]int64) (*Account, bool) {
 	need, pol := w.lease.Bytes, s.opts.Placement.Policy
+	if pol == PolicySpread && w.lease.Device.Kind == device.Auto && len(taken) == 0 && len(hold) == 0 {
+		a, ok := s.gtree.top() // the spread pick, unless nothing fits
+		return a, ok && a.AvailableBytes >= need
+	}
 	var best *Account
 	var bestAvail int64
 	s.eachAllowed(w, accounts, func(a *Account) {
@@ -111,10 +118,8 @@ func (s *state) eachAllowed(w *waiter, accounts []Account, f func(*Account)) {
 			f(a)
 		}
 	case device.Index:
-		for i := range accounts {
-			if accounts[i].Index == spec.Index {
-				f(&accounts[i])
-			}
+		if i, ok := s.byIndex[spec.Index]; ok {
+			f(&accounts[i])
 		}
 	default:
 		for i := range accounts {

@@ -185,8 +185,14 @@ func checkBooks(s *state) []string {
 			bad = append(bad, fmt.Sprintf("GPU %d: %d leases published, %d granted", g.Index, n, len(ls)))
 		}
 	}
-	if n := tsize(s.queue.pub); n != s.queue.len() || s.deadlines.len() != s.queue.len() {
+	if n := tsize(s.queue.published()); n != s.queue.len() || s.deadlines.len() != s.queue.len() {
 		bad = append(bad, fmt.Sprintf("queue: %d published, %d deadlines, %d waiting", n, s.deadlines.len(), s.queue.len()))
+	}
+	if top, ok := s.gtree.top(); true {
+		want, wok := Pick(PolicySpread, s.opts.Placement.Score, accts, 1, Normal)
+		if ok != wok || (ok && top.UUID != want.UUID) {
+			bad = append(bad, fmt.Sprintf("spread index picks %v %v, a scan %v %v", top, ok, want.UUID, wok))
+		}
 	}
 	if s.expiry.len() != len(s.leases) {
 		bad = append(bad, fmt.Sprintf("%d expiries for %d leases", s.expiry.len(), len(s.leases)))

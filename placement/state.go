@@ -30,6 +30,10 @@ type state struct {
 	books  []*book
 	bookBy map[string]*book
 	acct   []Account // books' accounts, refreshed for the books in acctDirty
+	gtree  gpuTree   // over acct: the spread pick and the most available
+	// byIndex maps a GPU index to its position in the reading.
+	byIndex   map[int]int
+	maxUsable int64
 	// acctAll says every entry of acct must be recomputed (new reading).
 	acctAll   bool
 	acctDirty []*book
@@ -57,13 +61,14 @@ type state struct {
 	journal *journal           // nil without a Store
 	later   func(func(*state)) // hands work back to the owner loop
 
-	board    *board  // where views are published (publish.go)
-	pubDirty []*book // books whose published part changed
-	pubAll   bool    // a new reading: publish every GPU anew
-	pubGPUs  []*gpuFrame
-	dirty    bool     // something visible changed in this step
-	gen      uint64   // generation of the last published view
-	answers  []func() // replies held until this step's view is published
+	board     *board  // where views are published (publish.go)
+	pubDirty  []*book // books whose published part changed
+	pubAll    bool    // a new reading: publish every GPU anew
+	pubGPUs   gpuFrames
+	pubCopied map[int]bool // chunks of pubGPUs already copied for this frame
+	dirty     bool         // something visible changed in this step
+	gen       uint64       // generation of the last published view
+	answers   []func()     // replies held until this step's view is published
 }
 
 type result struct {
@@ -196,12 +201,13 @@ func (s *state) feasible(w *waiter) error {
 	var largest int64
 	found := false
 	accts := s.accounts()
-	for i := range accts {
-		if !allowed(spec, &accts[i]) {
-			continue
-		}
-		found = true
-		largest = max(largest, accts[i].UsableBytes)
+	if spec.Kind == device.Auto {
+		found, largest = len(accts) > 0, s.maxUsable
+	} else {
+		s.eachAllowed(w, accts, func(a *Account) {
+			found = true
+			largest = max(largest, a.UsableBytes)
+		})
 	}
 	if !found {
 		return fmt.Errorf("%w: %s is not on this machine (%d GPUs)", ErrNoSuchGPU, spec, len(s.snap.GPUs))

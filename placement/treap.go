@@ -10,7 +10,7 @@ import (
 // so the owner loop can publish a new version of a set of leases in O(log n)
 // while readers walk older versions. Nodes are never modified once built.
 type tnode struct {
-	l           Lease
+	l           *Lease    // an immutable copy
 	k1          time.Time // order: k1, then k2
 	k2          string
 	prio        uint64
@@ -72,7 +72,8 @@ func tmerge(a, b *tnode) *tnode {
 }
 
 // tput returns t with l stored under (k1, k2), replacing what was there.
-func tput(t *tnode, k1 time.Time, k2 string, l Lease) *tnode {
+// l must not change afterwards.
+func tput(t *tnode, k1 time.Time, k2 string, l *Lease) *tnode {
 	t = tdel(t, k1, k2)
 	n := &tnode{l: l, k1: k1, k2: k2, prio: tprio(k2), size: 1}
 	a, b := tsplit(t, k1, k2)
@@ -108,6 +109,6 @@ func tappend(t *tnode, out []Lease) []Lease {
 		return out
 	}
 	out = tappend(t.left, out)
-	out = append(out, t.l)
+	out = append(out, *t.l)
 	return tappend(t.right, out)
 }

@@ -15,8 +15,11 @@ import (
 type queue struct {
 	classes [3]classQueue // by base priority: low, normal, high
 	byID    map[string]*waiter
-	// pub is the published set of queued requests (publish.go).
-	pub *tnode
+	// pub is the published set of queued requests (publish.go); changed
+	// lists the waiters added or removed since it was last brought up to
+	// date (a request granted in the step it arrived never touches it).
+	pub     *tnode
+	changed []*waiter
 }
 
 func newQueue() queue { return queue{byID: map[string]*waiter{}} }
@@ -28,8 +31,7 @@ func (q *queue) len() int { return len(q.byID) }
 func (q *queue) add(w *waiter) {
 	q.byID[w.lease.ID] = w
 	q.classes[classOf(w.lease.Priority)].push(w)
-	w.key = fmt.Sprintf("%020d", w.seq) // arrival order among equal times
-	q.pub = tput(q.pub, w.lease.Created, w.key, w.lease.clone())
+	q.changed = append(q.changed, w)
 }
 
 func (q *queue) remove(w *waiter) {
@@ -38,7 +40,23 @@ func (q *queue) remove(w *waiter) {
 	}
 	delete(q.byID, w.lease.ID)
 	q.classes[classOf(w.lease.Priority)].remove(w)
-	q.pub = tdel(q.pub, w.lease.Created, w.key)
+	q.changed = append(q.changed, w)
+}
+
+// published brings the published set up to date and returns it.
+func (q *queue) published() *tnode {
+	for _, w := range q.changed {
+		switch queued := q.byID[w.lease.ID] == w; {
+		case queued && w.key == "":
+			w.key = fmt.Sprintf("%020d", w.seq) // arrival order among equal times
+			q.pub = tput(q.pub, w.lease.Created, w.key, snapshot(w.lease))
+		case !queued && w.key != "":
+			q.pub = tdel(q.pub, w.lease.Created, w.key)
+			w.key = ""
+		}
+	}
+	q.changed = q.changed[:0]
+	return q.pub
 }
 
 // all returns every waiter, class by class.
