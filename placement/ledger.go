@@ -59,6 +59,15 @@ func (s *state) place(l *Lease) {
 	b.add(l)
 	b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
 	s.touch(b)
+	s.gpuLeases++
+	for _, pid := range uniquePIDs(l) {
+		set := s.owners[pid]
+		if set == nil {
+			set = map[*Lease]struct{}{}
+			s.owners[pid] = set
+		}
+		set[l] = struct{}{}
+	}
 }
 
 func (s *state) unplace(l *Lease) {
@@ -71,6 +80,13 @@ func (s *state) unplace(l *Lease) {
 	b.remove(l)
 	b.pub = tdel(b.pub, l.Granted, l.ID)
 	s.touch(b)
+	s.gpuLeases--
+	for _, pid := range uniquePIDs(l) {
+		delete(s.owners[pid], l)
+		if len(s.owners[pid]) == 0 {
+			delete(s.owners, pid)
+		}
+	}
 }
 
 // book returns the book of a GPU, creating one for a GPU the reading does

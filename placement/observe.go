@@ -38,6 +38,26 @@ func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot, attrs ...
 	}
 }
 
+// Owners returns, for those of pids that a granted GPU lease lists as its
+// holder or a registered process, the lease's ID (one of them when several
+// do), and how many GPU leases there are. It costs O(len(pids)), however
+// many leases there are.
+func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]string, int, error) {
+	out := map[int]string{}
+	var n int
+	err := e.do(ctx, func(s *state) {
+		n = s.gpuLeases
+		for _, pid := range pids {
+			for l := range s.owners[pid] {
+				if cur, ok := out[pid]; !ok || l.ID < cur {
+					out[pid] = l.ID
+				}
+			}
+		}
+	})
+	return out, n, err
+}
+
 func (s *state) observe(snap inventory.Snapshot, attrs []Attribution, committed chan<- error) {
 	changes := s.attribute(attrs)
 	s.adopt(snap)

@@ -38,6 +38,10 @@ type state struct {
 	acctAll   bool
 	acctDirty []*book
 	cpuPub    *tnode // published CPU leases
+	// owners maps a process to the GPU leases listing it; gpuLeases
+	// counts those leases.
+	owners    map[int]map[*Lease]struct{}
+	gpuLeases int
 	// reclaiming holds the reclaimable leases asked back (EventReclaim) and
 	// not yet released; covered the waiters that memory is for;
 	// reclaimable the granted leases marked reclaimable.
@@ -81,7 +85,7 @@ func newState(opts Options) *state {
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
 		reclaiming: map[string]bool{}, covered: map[*waiter]bool{}, reclaimable: map[string]*Lease{},
-		bookBy: map[string]*book{}, measured: map[*Lease]struct{}{}, queue: newQueue(),
+		bookBy: map[string]*book{}, owners: map[int]map[*Lease]struct{}{}, measured: map[*Lease]struct{}{}, queue: newQueue(),
 		board: &board{}, dirty: true,
 	}
 	if opts.Store != nil {

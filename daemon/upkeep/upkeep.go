@@ -25,6 +25,7 @@ type Engine interface {
 	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
+	Owners(ctx context.Context, pids []int) (map[int]string, int, error)
 }
 
 // Store holds the leases of the previous run and what is learned
@@ -173,7 +174,10 @@ func (u *Upkeep) observe(ctx context.Context) error {
 		u.log.Warn("GPU reading failed", "err", err)
 		return nil
 	}
-	attrs := u.attribute(snap, u.opts.Engine.View())
+	attrs, err := u.attribute(ctx, snap)
+	if err != nil {
+		return err
+	}
 	if err := u.opts.Engine.Observe(ctx, snap, attrs...); err != nil {
 		if ctx.Err() != nil || errors.Is(err, placement.ErrStopped) {
 			return err
