@@ -274,7 +274,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 			ch <- nil
 			return
 		}
-		s.journal.add(Change{}, func(err error) { ch <- err })
+		s.record(Change{}, func(err error) { ch <- err })
+		s.commitStep()
 	})
 	if err != nil {
 		return err

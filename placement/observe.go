@@ -66,7 +66,13 @@ func (s *state) observe(snap inventory.Snapshot, attrs []Attribution, committed 
 		committed <- nil
 		return
 	}
-	s.journal.addAll(changes, func(err error) { committed <- err })
+	for i, c := range changes {
+		var done func(error)
+		if i == len(changes)-1 {
+			done = func(err error) { committed <- err }
+		}
+		s.record(c, done)
+	}
 }
 
 // attribute adds each attributed process to its lease and returns the

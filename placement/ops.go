@@ -70,7 +70,8 @@ func (s *state) persist(l *Lease) error {
 	}
 	c := l.clone()
 	done := make(chan error, 1)
-	s.journal.add(Change{Put: &c}, func(err error) { done <- err })
+	s.record(Change{Put: &c}, func(err error) { done <- err })
+	s.commitStep() // with what this step changed before
 	if err := <-done; err != nil {
 		return fmt.Errorf("persist lease %s: %w", l.ID, err)
 	}

@@ -65,6 +65,7 @@ func (s *state) answer(f func()) { s.answers = append(s.answers, f) }
 // settle ends a step of the owner loop: it publishes when something
 // changed, then delivers the step's answers.
 func (s *state) settle() {
+	s.commitStep()
 	if s.dirty {
 		s.dirty = false
 		s.gen++

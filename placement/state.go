@@ -63,6 +63,7 @@ type state struct {
 	waitSeq   uint64
 
 	journal *journal           // nil without a Store
+	jbuf    []journalEntry     // this step's changes, not yet handed to it
 	later   func(func(*state)) // hands work back to the owner loop
 
 	board     *board  // where views are published (publish.go)
@@ -251,7 +252,7 @@ func (s *state) grant(w *waiter, acc Account) {
 		return
 	}
 	deliver := s.answerAfterCommit()
-	s.journal.add(Change{Put: &granted}, func(err error) {
+	s.record(Change{Put: &granted}, func(err error) {
 		if err == nil {
 			deliver(func() { w.reply <- result{lease: granted} })
 			return
@@ -288,7 +289,7 @@ func (s *state) end(l *Lease, st State, reason string) {
 	s.dropLease(l)
 	if s.journal != nil {
 		id, log := l.ID, s.log
-		s.journal.add(Change{Delete: id}, func(err error) {
+		s.record(Change{Delete: id}, func(err error) {
 			if err != nil {
 				log.Error("lease ended but could not be removed from the store", "lease", id, "err", err)
 			}

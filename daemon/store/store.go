@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,15 +27,26 @@ const FileName = "wsched.db"
 
 var bucketLeases = []byte("leases")
 
-// DB is the daemon's database.
+// DB is the daemon's database. Lease changes go to the lease journal
+// (wal.go) and reach bbolt at compaction.
 type DB struct {
-	db *bolt.DB
+	db  *bolt.DB
+	mu  sync.Mutex // serialises the journal
+	wal *wal
 }
 
 var _ placement.Store = (*DB)(nil)
 
-// Open opens (creating if needed) the database in dir.
-func Open(dir string) (*DB, error) {
+// Open opens (creating if needed) the database in dir, without logging.
+func Open(dir string) (*DB, error) { return OpenLogged(dir, nil) }
+
+// OpenLogged opens (creating if needed) the database and the lease journal
+// in dir, replays the journal and compacts it into the database. A torn
+// journal tail is truncated and logged to log.
+func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
@@ -53,24 +66,63 @@ func Open(dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db}
+	if d.wal, err = openWAL(filepath.Join(dir, WALName), log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := d.compact(); err != nil {
+		d.wal.close()
+		db.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close compacts the lease journal into the database and closes both.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.compact()
+	err = errors.Join(err, d.wal.close(), d.db.Close())
+	return err
+}
 
 // Bolt exposes the underlying database for packages that keep their own
 // buckets in it.
 func (d *DB) Bolt() *bolt.DB { return d.db }
 
 // PutLease stores a lease (implements placement.Store).
-func (d *DB) PutLease(l placement.Lease) error { return Put(d.db, bucketLeases, l.ID, l) }
+func (d *DB) PutLease(l placement.Lease) error {
+	return d.Apply([]placement.Change{{Put: &l}})
+}
 
 // DeleteLease removes a lease (implements placement.Store).
-func (d *DB) DeleteLease(id string) error { return Delete(d.db, bucketLeases, id) }
+func (d *DB) DeleteLease(id string) error {
+	return d.Apply([]placement.Change{{Delete: id}})
+}
 
 // Leases returns every stored lease.
-func (d *DB) Leases() ([]placement.Lease, error) { return List[placement.Lease](d.db, bucketLeases) }
+func (d *DB) Leases() ([]placement.Lease, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	stored, err := List[placement.Lease](d.db, bucketLeases)
+	if err != nil || len(d.wal.pending) == 0 {
+		return stored, err
+	}
+	out := stored[:0]
+	for _, l := range stored {
+		if _, changed := d.wal.pending[l.ID]; !changed {
+			out = append(out, l)
+		}
+	}
+	for _, l := range d.wal.pending {
+		if l != nil {
+			out = append(out, *l)
+		}
+	}
+	return out, nil
+}
 
 // Put stores v as JSON under key in bucket (created if needed), durably.
 func Put(db *bolt.DB, bucket []byte, key string, v any) error {
@@ -148,31 +200,50 @@ func Get[T any](db *bolt.DB, bucket []byte, key string) (t T, found bool, err er
 
 var _ placement.BatchStore = (*DB)(nil)
 
-// Apply commits several lease changes in one transaction: one fsync for a
-// whole group of grants and releases (placement's group commit).
+// Apply makes several lease changes durable together: appended to the
+// lease journal with one fdatasync for a whole group of grants and
+// releases (placement's group commit). When the journal has grown past
+// walCompactBytes its changes are written into bbolt and it starts over.
 func (d *DB) Apply(changes []placement.Change) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.wal.append(changes); err != nil {
+		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
+	}
+	if d.wal.size >= walCompactBytes {
+		return d.compact()
+	}
+	return nil
+}
+
+// compact writes the journal's changes into bbolt in one transaction, then
+// empties the journal. A crash between the two replays the journal over
+// what bbolt already has: the same result.
+func (d *DB) compact() error {
+	if len(d.wal.pending) == 0 {
+		return d.wal.reset()
+	}
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLeases)
-		for _, c := range changes {
-			switch {
-			case c.Put != nil:
-				data, err := json.Marshal(c.Put)
-				if err != nil {
-					return fmt.Errorf("encode lease %s: %w", c.Put.ID, err)
-				}
-				if err := b.Put([]byte(c.Put.ID), data); err != nil {
+		for id, l := range d.wal.pending {
+			if l == nil {
+				if err := b.Delete([]byte(id)); err != nil {
 					return err
 				}
-			case c.Delete != "":
-				if err := b.Delete([]byte(c.Delete)); err != nil {
-					return err
-				}
+				continue
+			}
+			data, err := json.Marshal(l)
+			if err != nil {
+				return fmt.Errorf("encode lease %s: %w", id, err)
+			}
+			if err := b.Put([]byte(id), data); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
+		return fmt.Errorf("compact lease journal: %w", err)
 	}
-	return nil
+	return d.wal.reset()
 }
