@@ -297,3 +297,8 @@ func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state)
 // not wait for the loop and changes nothing. The View is shared: callers
 // must not modify it.
 func (e *Engine) View() View { return e.board.frame.Load().View() }
+
+// Summary counts the GPUs, leases and queued requests of the latest
+// published state, and says when its reading was taken, in O(GPUs): for
+// callers that need no more than that (status lines, change checks).
+func (e *Engine) Summary() Summary { return e.board.frame.Load().summary() }

@@ -177,3 +177,20 @@ func (s *state) answerAfterCommit() func(f func()) {
 		later(func(s *state) { s.answer(f) })
 	}
 }
+
+// Summary counts what the published View shows, without assembling it.
+type Summary struct {
+	Taken    time.Time
+	Provider string
+	GPUs     int
+	Leases   int // granted, GPU and CPU
+	Queued   int
+}
+
+func (f *frame) summary() Summary {
+	s := Summary{Taken: f.hdr.Taken, Provider: f.hdr.Provider, GPUs: f.gpus.n, Leases: tsize(f.cpu), Queued: tsize(f.queue)}
+	for i := 0; i < f.gpus.n; i++ {
+		s.Leases += tsize(f.gpus.chunks[i/chunkLen][i%chunkLen].leases)
+	}
+	return s
+}

@@ -19,6 +19,8 @@ type benchOpts struct {
 	conc, n, rounds       int
 	leases, waiters, gpus int
 	external              bool
+	idle                  time.Duration
+	restart               bool
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -46,6 +48,9 @@ daemon at --socket instead (its leases and queue as they are, plus --leases and
 			if o.conc < 1 || o.n < 1 || o.rounds < 5 || o.gpus < 1 || o.leases < 0 || o.waiters < 0 {
 				return fmt.Errorf("want -c ≥ 1, -n ≥ 1, --rounds ≥ 5, --gpus ≥ 1, --leases and --waiters ≥ 0")
 			}
+			if o.external && (o.idle > 0 || o.restart) {
+				return fmt.Errorf("--idle and --restart need the daemon the bench starts, not --external")
+			}
 			return a.benchLease(cmd.Context(), o)
 		},
 	}
@@ -57,6 +62,8 @@ daemon at --socket instead (its leases and queue as they are, plus --leases and
 	f.IntVar(&o.waiters, "waiters", 0, "waiting requests to load the daemon with before measuring")
 	f.IntVar(&o.gpus, "gpus", 8, "simulated GPUs of the daemon it starts")
 	f.BoolVar(&o.external, "external", false, "measure the running daemon at --socket instead of starting one")
+	f.DurationVar(&o.idle, "idle", 0, "after the rounds, measure the daemon's CPU use while idle for this long")
+	f.BoolVar(&o.restart, "restart", false, "after the rounds, kill -9 the daemon and time its start-up with the leases")
 	cmd.AddCommand(lease, newEchoServerCmd())
 	return cmd
 }
@@ -143,7 +150,24 @@ func (a *app) benchLease(ctx context.Context, o benchOpts) error {
 		leaseAll.add(lr)
 		echoAll.add(er)
 	}
-	return a.benchReport(o, env.where, load, leaseAll, echoAll, ratios)
+	if err := a.benchReport(o, env.where, load, leaseAll, echoAll, ratios); err != nil {
+		return err
+	}
+	if o.idle > 0 {
+		pct, err := env.idleCPU(ctx, o.idle)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "daemon CPU while idle for %v with %d leases and %d waiting: %.2f%% of one core\n", o.idle, load.leases, load.waiters, pct)
+	}
+	if o.restart {
+		took, n, err := env.restart(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "daemon start-up after kill -9 with %d leases restored: %v\n", n, took.Round(time.Millisecond))
+	}
+	return nil
 }
 
 func (a *app) benchReport(o benchOpts, where string, load *benchLoad, lease, echo benchResult, ratios []float64) error {

@@ -29,6 +29,7 @@ type benchEnv struct {
 	socket, echo, where string
 	dir                 string
 	procs               []*exec.Cmd
+	daemon              *exec.Cmd
 	daemonLog           *bytes.Buffer
 }
 
@@ -94,6 +95,14 @@ func (e *benchEnv) startDaemon(ctx context.Context, o benchOpts) error {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		return err
 	}
+	e.where = fmt.Sprintf("wsched serve in its own process (%d simulated GPUs, bbolt state on disk)", o.gpus)
+	return e.serve(ctx)
+}
+
+// serve starts the daemon with the config in the bench dir and waits
+// until it answers.
+func (e *benchEnv) serve(ctx context.Context) error {
+	path := filepath.Join(e.dir, "wsched.toml")
 	cmd, err := e.self(ctx, "serve")
 	if err != nil {
 		return err
@@ -103,8 +112,7 @@ func (e *benchEnv) startDaemon(ctx context.Context, o benchOpts) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
-	e.procs = append(e.procs, cmd)
-	e.where = fmt.Sprintf("wsched serve in its own process (%d simulated GPUs, bbolt state on disk)", o.gpus)
+	e.procs, e.daemon = append(e.procs, cmd), cmd
 	c := client.New(e.socket)
 	defer c.Close()
 	for deadline := time.Now().Add(30 * time.Second); c.Health(ctx) != nil; time.Sleep(20 * time.Millisecond) {
@@ -121,6 +129,64 @@ func (e *benchEnv) stop() {
 		_ = p.Wait()
 	}
 	_ = os.RemoveAll(e.dir)
+}
+
+// idleCPU returns the daemon's CPU time over d as a percentage of d.
+func (e *benchEnv) idleCPU(ctx context.Context, d time.Duration) (float64, error) {
+	before, err := cpuTicks(e.daemon.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	after, err := cpuTicks(e.daemon.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	const hz = 100 // USER_HZ: clock ticks per second in /proc on Linux
+	return 100 * float64(after-before) / hz / d.Seconds(), nil
+}
+
+// cpuTicks is a process's user + system time in clock ticks.
+func cpuTicks(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	var utime, stime uint64
+	if _, err := fmt.Sscan(f[11], &utime); err != nil {
+		return 0, err
+	}
+	if _, err := fmt.Sscan(f[12], &stime); err != nil {
+		return 0, err
+	}
+	return utime + stime, nil
+}
+
+// restart kills the daemon with SIGKILL, starts it again and returns how
+// long it took to answer with its leases restored.
+func (e *benchEnv) restart(ctx context.Context) (time.Duration, int, error) {
+	_ = e.daemon.Process.Kill()
+	_ = e.daemon.Wait()
+	start := time.Now()
+	if err := e.serve(ctx); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	c := client.New(e.socket)
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return took, st.Leases, nil
 }
 
 // waitSocket waits until a Unix socket accepts a connection.

@@ -41,8 +41,9 @@ var _ placement.Store = (*DB)(nil)
 func Open(dir string) (*DB, error) { return OpenLogged(dir, nil) }
 
 // OpenLogged opens (creating if needed) the database and the lease journal
-// in dir, replays the journal and compacts it into the database. A torn
-// journal tail is truncated and logged to log.
+// in dir and replays the journal (it is compacted into the database when it
+// has grown, and at Close). A torn journal tail is truncated and logged to
+// log.
 func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -51,7 +52,7 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: 64 << 20})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
@@ -68,11 +69,6 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 	}
 	d := &DB{db: db}
 	if d.wal, err = openWAL(filepath.Join(dir, WALName), log); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := d.compact(); err != nil {
-		d.wal.close()
 		db.Close()
 		return nil, err
 	}

@@ -82,12 +82,19 @@ func TestJournalReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer re.Close()
 	if got := ids(t, re); !slices.Equal(got, []string{"l-a"}) {
 		t.Errorf("after the crash: leases %v, want [l-a]", got)
 	}
-	if re.wal.size != 0 {
-		t.Errorf("the journal was not compacted at open: %d bytes", re.wal.size)
+	if err := re.Close(); err != nil { // compacts
+		t.Fatal(err)
+	}
+	again, err := Open(re.wal.f.Name()[:len(re.wal.f.Name())-len(WALName)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if got := ids(t, again); !slices.Equal(got, []string{"l-a"}) || again.wal.size != 0 {
+		t.Errorf("after compaction at close: leases %v, journal %d bytes", got, again.wal.size)
 	}
 }
 
@@ -142,7 +149,6 @@ func TestJournalTornTail(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
 
 // FuzzDecodeRecord: the decoder never panics, never reads past its input,
 // and what it accepts encodes back to the same bytes' meaning.

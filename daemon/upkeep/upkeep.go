@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -33,6 +34,8 @@ type Engine interface {
 type Store interface {
 	Leases() ([]placement.Lease, error)
 	DeleteLease(id string) error
+	// Apply commits several lease changes at once.
+	Apply(changes []placement.Change) error
 	RecordPeak(k estimator.Key, bytes int64) error
 }
 
@@ -40,6 +43,7 @@ type Store interface {
 type Watcher interface {
 	Watch(pid int) error
 	WatchProcess(procRoot string, pid int, startTicks uint64) error
+	Lookup(procRoot string, pid int) (procwatch.Info, error)
 	Exited() <-chan int
 }
 
