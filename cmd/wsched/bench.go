@@ -20,7 +20,7 @@ type benchOpts struct {
 	leases, waiters, gpus int
 	external              bool
 	idle                  time.Duration
-	restart               bool
+	restart, dispatch     bool
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -45,8 +45,8 @@ daemon at --socket instead (its leases and queue as they are, plus --leases and
 --waiters; they are withdrawn at the end).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.conc < 1 || o.n < 1 || o.rounds < 5 || o.gpus < 1 || o.leases < 0 || o.waiters < 0 {
-				return fmt.Errorf("want -c ≥ 1, -n ≥ 1, --rounds ≥ 5, --gpus ≥ 1, --leases and --waiters ≥ 0")
+			if o.conc < 1 || o.n < 1 || o.rounds < 5 || o.gpus < 1 || o.leases < 0 || o.waiters < 0 || (o.dispatch && !o.external && o.gpus < o.conc) {
+				return fmt.Errorf("want -c ≥ 1, -n ≥ 1, --rounds ≥ 5, --gpus ≥ 1 (≥ -c with --dispatch), --leases and --waiters ≥ 0")
 			}
 			if o.external && (o.idle > 0 || o.restart) {
 				return fmt.Errorf("--idle and --restart need the daemon the bench starts, not --external")
@@ -63,6 +63,7 @@ daemon at --socket instead (its leases and queue as they are, plus --leases and
 	f.IntVar(&o.gpus, "gpus", 8, "simulated GPUs of the daemon it starts")
 	f.BoolVar(&o.external, "external", false, "measure the running daemon at --socket instead of starting one")
 	f.DurationVar(&o.idle, "idle", 0, "after the rounds, measure the daemon's CPU use while idle for this long")
+	f.BoolVar(&o.dispatch, "dispatch", false, "after the rounds, measure release → grant of a waiter with -c pairs (needs -c GPUs)")
 	f.BoolVar(&o.restart, "restart", false, "after the rounds, kill -9 the daemon and time its start-up with the leases")
 	cmd.AddCommand(lease, newEchoServerCmd())
 	return cmd
@@ -152,6 +153,15 @@ func (a *app) benchLease(ctx context.Context, o benchOpts) error {
 	}
 	if err := a.benchReport(o, env.where, load, leaseAll, echoAll, ratios); err != nil {
 		return err
+	}
+	if o.dispatch {
+		lat, err := dispatchLatency(ctx, lc, o.conc, max(10, 400/o.conc))
+		if err != nil {
+			return err
+		}
+		r := benchResult{lat: lat}
+		fmt.Fprintf(a.out, "dispatch (release → grant of a waiter), %d pairs, %d hand-overs: p50 %v  p99 %v  max %v\n", o.conc, len(lat),
+			r.pct(0.5).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
 	}
 	if o.idle > 0 {
 		pct, err := env.idleCPU(ctx, o.idle)
