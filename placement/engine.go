@@ -249,6 +249,7 @@ func (e *Engine) HolderExited(ctx context.Context, pid int) ([]Lease, error) {
 
 // Restore adds leases recovered from the store at start-up. Call it before
 // serving requests; leases whose holders died must be filtered out first.
+// The engine takes the slice over: the caller must not use it afterwards.
 func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
 	return e.do(ctx, func(s *state) { s.restore(leases) })
 }

@@ -177,12 +177,12 @@ func (s *state) restore(leases []Lease) {
 	if len(leases) > 0 {
 		s.log.Info("leases restored", "count", len(leases))
 	}
-	for _, l := range leases {
-		c := l.clone()
+	for i := range leases {
+		c := &leases[i] // the caller hands the leases over
 		c.State = StateGranted
-		s.addLease(&c)
+		s.addLease(c)
 		if c.UsedBytes > 0 || c.Overrun {
-			s.measured[&c] = struct{}{} // cleared by the next reconcile unless measured
+			s.measured[c] = struct{}{} // cleared by the next reconcile unless measured
 		}
 		s.log.Debug("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -162,16 +163,39 @@ func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
-			var t T
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucket, k, err)
-			}
-			out = append(out, t)
+		var keys, vals [][]byte // valid for the transaction
+		if err := b.ForEach(func(k, v []byte) error {
+			keys, vals = append(keys, k), append(vals, v)
 			return nil
+		}); err != nil {
+			return err
+		}
+		out = make([]T, len(vals))
+		return decodeAll(vals, out, func(i int, err error) error {
+			return fmt.Errorf("decode %s/%s: %w", bucket, keys[i], err)
 		})
 	})
 	return out, err
+}
+
+// decodeAll decodes vals[i] into out[i], on every CPU: a daemon restoring
+// 100k leases spends its start-up here.
+func decodeAll[T any](vals [][]byte, out []T, wrap func(int, error) error) error {
+	workers := min(runtime.GOMAXPROCS(0), 1+len(vals)/256)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for i := w; i < len(vals); i += workers {
+				if err := json.Unmarshal(vals[i], &out[i]); err != nil {
+					errs[w] = wrap(i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Get decodes one value; found is false when the key is absent.

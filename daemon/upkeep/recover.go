@@ -38,13 +38,14 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover leases: %w", err)
 		}
 	}
-	if err := u.opts.Engine.Restore(ctx, keep); err != nil {
+	for _, l := range keep {
+		u.watchLease(l) // an exit from now on is reported once Run follows exits
+	}
+	restored := len(keep)
+	if err := u.opts.Engine.Restore(ctx, keep); err != nil { // keep is the engine's now
 		return fmt.Errorf("recover leases: %w", err)
 	}
-	for _, l := range keep {
-		u.watchLease(l)
-	}
-	u.log.Info("leases recovered", "restored", len(keep), "released", len(stored)-len(keep))
+	u.log.Info("leases recovered", "restored", restored, "released", len(stored)-restored)
 	if err := u.observe(ctx); err != nil {
 		return fmt.Errorf("recover: first GPU reading: %w", err)
 	}
