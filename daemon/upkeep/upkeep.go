@@ -37,6 +37,7 @@ type Store interface {
 	// Apply commits several lease changes at once.
 	Apply(changes []placement.Change) error
 	RecordPeak(k estimator.Key, bytes int64) error
+	RecordContext(key string, bytes int64) error
 }
 
 // Watcher reports when watched processes exit (*procwatch.Watcher).
