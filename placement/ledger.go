@@ -51,6 +51,14 @@ func (s *state) republish(l *Lease) {
 
 func (s *state) place(l *Lease) {
 	s.markChanged()
+	for _, pid := range uniquePIDs(l) {
+		set := s.owners[pid]
+		if set == nil {
+			set = map[*Lease]struct{}{}
+			s.owners[pid] = set
+		}
+		set[l] = struct{}{}
+	}
 	if l.GPU == CPU {
 		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, snapshot(l))
 		return
@@ -60,18 +68,16 @@ func (s *state) place(l *Lease) {
 	b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
 	s.touch(b)
 	s.gpuLeases++
-	for _, pid := range uniquePIDs(l) {
-		set := s.owners[pid]
-		if set == nil {
-			set = map[*Lease]struct{}{}
-			s.owners[pid] = set
-		}
-		set[l] = struct{}{}
-	}
 }
 
 func (s *state) unplace(l *Lease) {
 	s.markChanged()
+	for _, pid := range uniquePIDs(l) {
+		delete(s.owners[pid], l)
+		if len(s.owners[pid]) == 0 {
+			delete(s.owners, pid)
+		}
+	}
 	if l.GPU == CPU {
 		s.cpuPub = tdel(s.cpuPub, l.Granted, l.ID)
 		return
@@ -81,12 +87,6 @@ func (s *state) unplace(l *Lease) {
 	b.pub = tdel(b.pub, l.Granted, l.ID)
 	s.touch(b)
 	s.gpuLeases--
-	for _, pid := range uniquePIDs(l) {
-		delete(s.owners[pid], l)
-		if len(s.owners[pid]) == 0 {
-			delete(s.owners, pid)
-		}
-	}
 }
 
 // book returns the book of a GPU, creating one for a GPU the reading does

@@ -49,7 +49,7 @@ func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]string, int, e
 		n = s.gpuLeases
 		for _, pid := range pids {
 			for l := range s.owners[pid] {
-				if cur, ok := out[pid]; !ok || l.ID < cur {
+				if cur, ok := out[pid]; l.GPU != CPU && (!ok || l.ID < cur) {
 					out[pid] = l.ID
 				}
 			}

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -160,7 +161,7 @@ func (s *state) holderExited(pid int) []Lease {
 			s.reject(w, fmt.Errorf("%w: holder (pid %d) exited", ErrCancelled, pid))
 		}
 	}
-	for _, l := range s.leases {
+	for _, l := range slices.Collect(maps.Keys(s.owners[pid])) { // the leases listing pid
 		if l.Holder.PID == pid {
 			s.end(l, StateReleased, fmt.Sprintf("holder (pid %d) exited", pid))
 			out = append(out, l.clone())

@@ -194,6 +194,22 @@ func checkBooks(s *state) []string {
 			bad = append(bad, fmt.Sprintf("spread index picks %v %v, a scan %v %v", top, ok, want.UUID, wok))
 		}
 	}
+	entries := 0
+	for _, set := range s.owners {
+		entries += len(set)
+	}
+	want := 0
+	for _, l := range s.leases {
+		for _, pid := range uniquePIDs(l) {
+			want++
+			if _, ok := s.owners[pid][l]; !ok {
+				bad = append(bad, fmt.Sprintf("lease %s not indexed under pid %d", l.ID, pid))
+			}
+		}
+	}
+	if entries != want {
+		bad = append(bad, fmt.Sprintf("pid index has %d entries, want %d", entries, want))
+	}
 	if s.expiry.len() != len(s.leases) {
 		bad = append(bad, fmt.Sprintf("%d expiries for %d leases", s.expiry.len(), len(s.leases)))
 	}

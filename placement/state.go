@@ -38,8 +38,8 @@ type state struct {
 	acctAll   bool
 	acctDirty []*book
 	cpuPub    *tnode // published CPU leases
-	// owners maps a process to the GPU leases listing it; gpuLeases
-	// counts those leases.
+	// owners maps a process to the leases listing it (as holder or
+	// registered process); gpuLeases counts the GPU leases.
 	owners    map[int]map[*Lease]struct{}
 	gpuLeases int
 	// reclaiming holds the reclaimable leases asked back (EventReclaim) and
