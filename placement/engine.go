@@ -303,3 +303,7 @@ func (e *Engine) View() View { return e.board.frame.Load().View() }
 // published state, and says when its reading was taken, in O(GPUs): for
 // callers that need no more than that (status lines, change checks).
 func (e *Engine) Summary() Summary { return e.board.frame.Load().summary() }
+
+// Accounts returns every GPU's account as last published, and the driver
+// version, in O(GPUs): for callers that size requests and need no leases.
+func (e *Engine) Accounts() ([]Account, string) { return e.board.frame.Load().accounts() }

@@ -194,3 +194,13 @@ func (f *frame) summary() Summary {
 	}
 	return s
 }
+
+// accounts returns the published accounts of every GPU and the driver
+// version, without the leases.
+func (f *frame) accounts() ([]Account, string) {
+	out := make([]Account, f.gpus.n)
+	for i := range out {
+		out[i] = f.gpus.chunks[i/chunkLen][i%chunkLen].acct
+	}
+	return out, f.hdr.Driver
+}
