@@ -1,6 +1,6 @@
 // Package estimator predicts how much GPU memory a speech-to-text process
 // will hold, per backend profile (whisper.cpp, PyTorch openai-whisper,
-// faster-whisper and the legacy "seed" formula), and corrects the prediction
+// faster-whisper, sherpa-onnx and the legacy "seed" formula), and corrects the prediction
 // with peaks measured on real GPUs. It is pure: no clock, no I/O beyond what
 // the caller hands in (a parsed model header, a Store of observations).
 package estimator
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wsched/wsched/estimator/ggml"
+	"github.com/wsched/wsched/estimator/onnx"
 )
 
 // Backend names a memory profile.
@@ -22,9 +23,12 @@ const (
 	PyTorch       Backend = "pytorch"
 	FasterWhisper Backend = "faster-whisper"
 	Seed          Backend = "seed"
+	// SherpaOnnx (sherpa.go) is declared with its profile.
 )
 
 // Backends lists the profiles in the order the CLI documents them.
+// SherpaOnnx is not among them: it sizes model files (Request.ONNX), not
+// model names.
 var Backends = []Backend{WhisperCpp, PyTorch, FasterWhisper, Seed}
 
 // Sentinel errors.
@@ -50,6 +54,9 @@ type Request struct {
 	// Header is a parsed ggml model file; its hparams and exact tensor sizes
 	// replace the table's.
 	Header *ggml.Model `json:"-"`
+	// ONNX are the ONNX files of a sherpa-onnx model directory (the
+	// sherpa-onnx profile sizes them by their initializers).
+	ONNX []*onnx.Model `json:"-"`
 	// ModelID is the identity learning keys on (the file's sha256, say);
 	// empty means Model.
 	ModelID string `json:"model_id,omitempty"`
@@ -284,6 +291,8 @@ func (e *Estimator) profile(req Request) (formula, error) {
 		return e.fasterWhisper(req)
 	case Seed:
 		return seedFormula(req)
+	case SherpaOnnx:
+		return e.sherpaOnnx(req)
 	}
 	return formula{}, fmt.Errorf("estimate: backend %q: %w", req.Backend, ErrUnknownBackend)
 }
@@ -293,7 +302,7 @@ func normalize(req Request) (Request, error) {
 		req.Backend = WhisperCpp
 	}
 	req.Model = strings.TrimSpace(req.Model)
-	if req.Model == "" && req.Header == nil {
+	if req.Model == "" && req.Header == nil && len(req.ONNX) == 0 {
 		return req, fmt.Errorf("estimate: no model given: %w", ErrBadRequest)
 	}
 	for _, v := range []int{req.Beam, req.BestOf, req.Batch, req.Processors} {

@@ -8,6 +8,7 @@ FUZZ_TARGETS ?= \
 	./daemon/httpapi:FuzzDecodeRequests \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \
+	./estimator/onnx:FuzzRead \
 	./plugins/plugintest:FuzzParseMemory
 
 .PHONY: fuzz

@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/wsched/wsched/estimator/ggml"
+	"github.com/wsched/wsched/estimator/onnx"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
 // Origin says where a model was registered.
@@ -20,7 +22,7 @@ type Origin string
 // Origins.
 const (
 	FromConfig    Origin = "config"     // a [[models.model]] entry
-	FromModelsDir Origin = "models_dir" // a ggml-NAME.bin file in models_dir
+	FromModelsDir Origin = "models_dir" // a ggml-NAME.bin file or sherpa-onnx directory in models_dir
 )
 
 // Model is one servable model.
@@ -35,6 +37,9 @@ type Model struct {
 	// Header is the parsed header of a whisper.cpp ggml file; nil for other
 	// backends and when the file cannot be read.
 	Header *ggml.Model `json:"-"`
+	// ONNX are the read ONNX files of a sherpa-onnx model directory; nil
+	// for other backends and when the directory cannot be read.
+	ONNX []*onnx.Model `json:"-"`
 	// Problem says why the model cannot be served (its file is missing, or
 	// is not a ggml file); "" when it can.
 	Problem string `json:"problem,omitempty"`
@@ -95,7 +100,7 @@ func Load(ctx context.Context, b config.Models) (*Registry, error) {
 			r.models[i].Shadows = f.path
 			continue
 		}
-		r.models = append(r.models, inspect(Model{Name: f.name, Backend: WhisperCpp, Path: f.path, Origin: FromModelsDir}))
+		r.models = append(r.models, inspect(Model{Name: f.name, Backend: f.backend, Path: f.path, Origin: FromModelsDir}))
 	}
 	sort.Slice(r.models, func(i, j int) bool { return r.models[i].Name < r.models[j].Name })
 	return r, nil
@@ -141,6 +146,7 @@ func (r *Registry) Lookup(name string) (Model, error) {
 
 type dirFile struct {
 	name, path string
+	backend    string
 	test       bool // whisper.cpp's weightless for-tests-ggml-NAME.bin
 }
 
@@ -150,7 +156,8 @@ type dirFile struct {
 const TestFilePrefix = "for-tests-"
 
 // scanDir lists the ggml-NAME.bin and for-tests-ggml-NAME.bin files (or
-// links to files) in dir, and the names of unfinished downloads.
+// links to files) and the sherpa-onnx model directories NAME in dir, and
+// the names of unfinished downloads.
 func scanDir(dir string) (files []dirFile, partials []string, err error) {
 	if dir == "" {
 		return nil, nil, nil
@@ -164,6 +171,11 @@ func scanDir(dir string) (files []dirFile, partials []string, err error) {
 	}
 	real := map[string]bool{}
 	for _, e := range entries {
+		if sub := filepath.Join(dir, e.Name()); isDir(sub) && modeldir.IsModelDir(sub) {
+			files = append(files, dirFile{name: e.Name(), path: sub, backend: SherpaOnnx})
+			real[e.Name()] = true
+			continue
+		}
 		base, test := strings.CutPrefix(e.Name(), TestFilePrefix)
 		name, ok := strings.CutPrefix(base, "ggml-")
 		if !ok || e.IsDir() {
@@ -174,7 +186,7 @@ func scanDir(dir string) (files []dirFile, partials []string, err error) {
 			continue
 		}
 		if name, ok = strings.CutSuffix(name, ".bin"); ok && name != "" {
-			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name()), test: test})
+			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name()), backend: WhisperCpp, test: test})
 			real[name] = real[name] || !test
 		}
 	}
@@ -199,6 +211,9 @@ func inspect(m Model) Model {
 	} else if m.SizeBytes, err = dirSize(m.Path); err != nil {
 		m.Problem = err.Error()
 		return m
+	}
+	if m.Backend == SherpaOnnx {
+		return inspectSherpa(m)
 	}
 	if m.Backend != WhisperCpp {
 		return m
@@ -230,6 +245,22 @@ func inspectApp(m Model) Model {
 		m.Problem = "app directory: not a directory"
 	}
 	return m
+}
+
+// inspectSherpa reads a sherpa-onnx model directory's ONNX files.
+func inspectSherpa(m Model) Model {
+	d, err := modeldir.OpenDir(m.Path)
+	if err != nil {
+		m.Problem = err.Error()
+		return m
+	}
+	m.ONNX = d.Files
+	return m
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 func describeStatErr(err error) string {

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -14,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/daemon"
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
-	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/daemontest"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -49,9 +47,9 @@ func smokeDaemon(t *testing.T, bin string) {
 	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
 	cfg.Backends.PluginDir, cfg.Backends.DevDirs, cfg.Models.Dir = filepath.Dir(bin), nil, models
 	cfg.Backends.KeepAlive = units.Duration(3 * time.Second)
-	c := runDaemon(t, cfg)
+	c := daemontest.Run(t, cfg)
 
-	j := jobStates(t, c, api.JobRequest{AudioPath: jfk, Model: "tiny.en"}, "pending loading processing completed")
+	j := daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: "tiny.en"}, "pending loading processing completed")
 	if j.Result == nil || j.Result.Language != "en" || j.Attempts != 1 {
 		t.Errorf("job: %+v", j)
 	}
@@ -85,7 +83,7 @@ func smokeDaemon(t *testing.T, bin string) {
 
 	corrupt := filepath.Join(dir, "corrupt.wav")
 	_ = os.WriteFile(corrupt, append([]byte("RIFF\x24\x00\x00\x00WAVEfmt "), make([]byte, 7)...), 0o644)
-	bad := jobStates(t, c, api.JobRequest{AudioPath: corrupt, Model: "tiny.en"}, "pending loading processing failed")
+	bad := daemontest.JobStates(t, c, api.JobRequest{AudioPath: corrupt, Model: "tiny.en"}, "pending loading processing failed")
 	if bad.ErrorKind != "bad_input" || bad.Attempts != 1 || !strings.Contains(strings.ToLower(bad.Error), "wav") {
 		t.Errorf("corrupt WAV: %s %q (%s, %d attempts)", bad.State, bad.Error, bad.ErrorKind, bad.Attempts)
 	}
@@ -100,48 +98,6 @@ func smokeDaemon(t *testing.T, bin string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func runDaemon(t *testing.T, cfg *config.Config) *client.Client {
-	t.Helper()
-	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testshared.LogWriter(t), nil)), Version: "smoke"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := client.New(cfg.Daemon.Socket)
-	t.Cleanup(c.Close)
-	testshared.WaitHealthy(t, c)
-	return c
-}
-
-// jobStates submits a job, reads its SSE stream to the end, checks the
-// states it went through, and returns the finished job.
-func jobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) api.Job {
-	t.Helper()
-	ctx := context.Background()
-	j, err := c.SubmitJob(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var states []string
-	err = c.JobEvents(ctx, j.ID, func(ev api.JobEvent) error {
-		if ev.Type == api.JobEventState {
-			states = append(states, string(ev.State))
-		}
-		return nil
-	})
-	if got := strings.Join(states, " "); err != nil || got != want {
-		t.Errorf("job %s states %q (%v), want %q", j.ID, got, err, want)
-	}
-	j, err = c.Job(ctx, j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
 }
 
 func backendInstance(t *testing.T, c *client.Client) api.BackendInstance {

@@ -147,6 +147,12 @@ type Model struct {
 	VADMinSilence    units.Duration `toml:"vad_min_silence"`
 	VADMaxSpeech     units.Duration `toml:"vad_max_speech"`
 	VADSpeechPadding units.Duration `toml:"vad_speech_pad"`
+	// Language and ITN are a sherpa-onnx model's recognizer settings, fixed
+	// when it loads: SenseVoice's language (auto, zh, en, ja, ko, yue;
+	// default auto; a job that names a language gets an instance loaded for
+	// it) and inverse text normalization (default on).
+	Language string `toml:"language"`
+	ITN      *bool  `toml:"itn"`
 
 	// The keys below are read for backend "exec" only: an existing
 	// transcription server started under the instance's lease.

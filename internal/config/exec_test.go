@@ -15,6 +15,13 @@ func TestModelEntryChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sv, err := Parse([]byte("[[models.model]]\nname = \"sv\"\nbackend = \"sherpa-onnx\"\npath = \"/m/sv\"\nlanguage = \"yue\"\nitn = false\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := sv.Models.Entries[0]; e.Language != "yue" || e.ITN == nil || *e.ITN {
+		t.Errorf("sherpa entry %+v", e)
+	}
 	if e := cfg.Models.Entries[0]; e.Dir != "/srv/sv" || e.Env["MODEL_DIR"] != "x" || e.TextJSONPath != "result.0.text" || e.StartTimeout.D().Minutes() != 1 {
 		t.Errorf("entry %+v", e)
 	}
@@ -30,6 +37,7 @@ func TestModelEntryChecks(t *testing.T) {
 		{"command elsewhere", "[[models.model]]\nname = \"w\"\nbackend = \"whisper.cpp\"\npath = \"/m.bin\"\ncommand = [\"x\"]\n", `models.model.command: is only read for backend "exec"`},
 		{"vad without model", "[[models.model]]\nname = \"w\"\nbackend = \"whisper.cpp\"\npath = \"/m.bin\"\nvad = true\n", "models.model.vad: is true but vad_model is empty"},
 		{"vad threshold", "[[models.model]]\nname = \"w\"\nbackend = \"whisper.cpp\"\npath = \"/m.bin\"\nvad_threshold = 2.0\n", "models.model.vad_threshold: 2 is not allowed"},
+		{"language elsewhere", "[[models.model]]\nname = \"w\"\nbackend = \"whisper.cpp\"\npath = \"/m.bin\"\nlanguage = \"en\"\n", `models.model.language: language and itn are only read for backend "sherpa-onnx"`},
 	} {
 		_, err := Parse([]byte(tt.toml), "t.toml")
 		if !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), tt.want) {

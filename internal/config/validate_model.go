@@ -11,6 +11,10 @@ import (
 // (wsched-backend-exec).
 const ExecBackend = "exec"
 
+// sherpaBackend is the backend name of sherpa-onnx model directories
+// (models.SherpaOnnx).
+const sherpaBackend = "sherpa-onnx"
+
 // reservedExecEnv are variables the exec backend sets itself: the lease's
 // device pinning and the app's port. An entry's env may not override them.
 var reservedExecEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SENSEVOICE_DEVICE", "SENSEVOICE_PORT", "SENSEVOICE_HOST", "PORT"}
@@ -20,6 +24,9 @@ var reservedExecEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SEN
 func (e Model) validate(key string) error {
 	if err := e.validateVAD(key); err != nil {
 		return err
+	}
+	if (e.Language != "" || e.ITN != nil) && e.Backend != sherpaBackend {
+		return bad(key+".language", "language and itn are only read for backend %q (this entry's backend is %q); whisper.cpp takes the language per job", sherpaBackend, e.Backend)
 	}
 	if e.Backend == ExecBackend {
 		return e.validateExec(key)

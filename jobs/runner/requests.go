@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -15,12 +16,15 @@ import (
 // loadRequest is how a model is loaded for job; sizeJob estimates for the
 // same. The VAD model is the job's (a file in [models] dir) when it asks for
 // VAD with one, else the model entry's; an exec entry's app settings travel
-// in Extra.
+// in Extra, a sherpa-onnx entry's recognizer settings too (sherpaExtra).
 func (r *Runner) loadRequest(m models.Model, job jobs.Job) plugins.LoadRequest {
 	req := loadRequest(m)
 	req.VADModelPath = m.Entry.VADModel
 	if v := job.Spec.VADOptions; v.VADModel != "" && vadOn(m, job) {
 		req.VADModelPath = filepath.Join(r.models.Dir, v.VADModel)
+	}
+	if m.Backend == models.SherpaOnnx {
+		req.Extra = sherpaExtra(m, job)
 	}
 	return req
 }
@@ -33,6 +37,21 @@ func loadRequest(m models.Model) plugins.LoadRequest {
 		req.Extra = execSettings(m).Extra()
 	}
 	return req
+}
+
+// sherpaExtra is how a sherpa-onnx model loads for job: its entry's
+// language and ITN, the job's language over the entry's (SenseVoice fixes
+// the language when it loads, so each language gets an instance of its own;
+// the host keys instances by these options).
+func sherpaExtra(m models.Model, job jobs.Job) map[string]string {
+	extra := map[string]string{}
+	if lang := cmp.Or(job.Spec.Language, m.Entry.Language); lang != "" {
+		extra["language"] = lang
+	}
+	if m.Entry.ITN != nil {
+		extra["itn"] = strconv.FormatBool(*m.Entry.ITN)
+	}
+	return extra
 }
 
 // execSettings are an exec model entry's app settings.

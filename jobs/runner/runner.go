@@ -67,11 +67,14 @@ func New(opts Options) *Runner {
 }
 
 // pluginFor names the backend executable that serves a model's backend
-// (wsched-backend-NAME): the whisper.cpp estimator profile is served by
-// wsched-backend-whisper.
+// (wsched-backend-NAME): whisper.cpp models are served by
+// wsched-backend-whisper, sherpa-onnx ones by wsched-backend-sherpa.
 func pluginFor(backend string) string {
-	if backend == models.WhisperCpp {
+	switch backend {
+	case models.WhisperCpp:
 		return "whisper"
+	case models.SherpaOnnx:
+		return "sherpa"
 	}
 	return backend
 }

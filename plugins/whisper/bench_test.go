@@ -24,8 +24,8 @@ import (
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/host"
+	"github.com/wsched/wsched/plugins/internal/audio"
 	"github.com/wsched/wsched/plugins/plugintest"
-	"github.com/wsched/wsched/plugins/whisper/internal/audio"
 )
 
 // BenchmarkOverhead transcribes with tiny.en (weightless: the full encoder

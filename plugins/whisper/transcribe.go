@@ -13,7 +13,7 @@ import (
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
 
 	"github.com/wsched/wsched/plugins"
-	"github.com/wsched/wsched/plugins/whisper/internal/audio"
+	"github.com/wsched/wsched/plugins/internal/audio"
 )
 
 // Transcribe decodes the audio file (WAV natively, anything else through

@@ -1,4 +1,4 @@
-// Package audio turns an audio file into what whisper.cpp takes: 16 kHz mono
+// Package audio turns an audio file into what the backends take: 16 kHz mono
 // float32 samples. It decodes WAV itself (PCM 8/16/24/32-bit integer, 32/64-bit
 // float, WAVE_FORMAT_EXTENSIBLE, any sample rate and channel count: channels are
 // averaged, other rates resampled with a windowed-sinc filter) and hands every

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/estimator/onnx"
+	"github.com/wsched/wsched/estimator/onnx/onnxtest"
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/daemontest"
+	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// TestSmoke builds this command and runs it the way production does: a
+// daemon with the sim provider starts it through the plugin host, under a
+// lease and with the lease's environment, for jobs on generated
+// SenseVoice-shaped models (a models_dir subdirectory each) and jfk.wav.
+// It checks that a job passes through every state in order; that the
+// backend saw its lease's GPU as CUDA_VISIBLE_DEVICES and, its ONNX Runtime
+// having no CUDA provider, loaded on the CPU; that its memory report is
+// under the estimator's sherpa-onnx figure for the CPU; that the OpenAI
+// endpoint answers curl; and that the lease goes after keep-alive. It logs
+// the cold (start + load + decode) and warm job latencies.
+func TestSmoke(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	jfk := testshared.File(t, "audio/jfk.wav")
+	models := filepath.Join(dir, "models")
+	for name, vocab := range map[string]int{"sensevoice": 64, "sensevoice-wide": 20000} {
+		_ = os.MkdirAll(filepath.Join(models, name), 0o755)
+		if _, err := onnxtest.WriteSenseVoice(filepath.Join(models, name), onnxtest.SenseVoiceOptions{Vocab: vocab}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Defaults()
+	cfg.Daemon.Socket, cfg.Daemon.StateDir = filepath.Join(dir, "wsched.sock"), filepath.Join(dir, "state")
+	cfg.Inventory.Provider = inventory.ProviderSim
+	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
+	cfg.Backends.PluginDir, cfg.Backends.DevDirs, cfg.Models.Dir = filepath.Dir(bin), nil, models
+	cfg.Backends.KeepAlive = units.Duration(3 * time.Second)
+	c := daemontest.Run(t, cfg)
+
+	for _, name := range []string{"sensevoice", "sensevoice-wide"} {
+		start := time.Now()
+		j := daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
+		cold := time.Since(start)
+		if j.Result == nil || j.Attempts != 1 || len(j.Result.Segments) != 1 || j.Result.Text == "" || j.Result.Duration != 11*time.Second {
+			t.Fatalf("%s job: %+v", name, j)
+		}
+		start = time.Now()
+		daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
+		warm := time.Since(start)
+		inst := instance(t, c, name)
+		if inst.Metadata["env.CUDA_VISIBLE_DEVICES"] != inst.GPUUUID || inst.GPUUUID == "" || inst.GPUUUID != j.GPUUUID {
+			t.Errorf("the backend saw CUDA_VISIBLE_DEVICES=%q; its lease is on %q (job on %q)", inst.Metadata["env.CUDA_VISIBLE_DEVICES"], inst.GPUUUID, j.GPUUUID)
+		}
+		if inst.Metadata["kind"] != "sense_voice" || inst.Metadata["device"] != "cpu" || inst.Metadata["provider"] != "cpu" {
+			t.Errorf("%s: metadata %v", name, inst.Metadata)
+		}
+		est := cpuEstimate(t, filepath.Join(models, name, "model.onnx"))
+		t.Logf("%s: cold job %v, warm job %v; lease %s; backend reported %s resident growth at load, sherpa-onnx CPU estimate %s (weights %s), GPU estimate %s",
+			name, cold.Round(time.Millisecond), warm.Round(time.Millisecond), units.FormatBytes(inst.MemoryBytes),
+			units.FormatBytes(inst.ReportedBytes), units.FormatBytes(est.cpu.TotalBytes), units.FormatBytes(est.cpu.Breakdown.Weights), units.FormatBytes(est.gpu.TotalBytes))
+		if inst.ReportedBytes <= 0 || inst.ReportedBytes > est.cpu.TotalBytes {
+			t.Errorf("%s: reported %d bytes; the CPU estimate %d must cover it", name, inst.ReportedBytes, est.cpu.TotalBytes)
+		}
+		if inst.MemoryBytes != est.gpu.RecommendedBytes {
+			t.Errorf("%s: lease %d bytes, the estimator recommends %d", name, inst.MemoryBytes, est.gpu.RecommendedBytes)
+		}
+	}
+
+	for _, tt := range []struct{ format, ctype, prefix string }{
+		{"json", "application/json", `{"text":`},
+		{"text", "text/plain; charset=utf-8", ""},
+		{"verbose_json", "application/json", `{"task":"transcribe"`},
+	} {
+		ctype, body := curl(t, cfg.Daemon.Socket, jfk, "sensevoice", tt.format)
+		if ctype != tt.ctype || !strings.HasPrefix(body, tt.prefix) || len(body) < 10 {
+			t.Errorf("response_format=%s: %q %q", tt.format, ctype, body)
+		}
+		if strings.HasSuffix(tt.format, "json") {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(body), &v); err != nil || v["text"] == "" {
+				t.Errorf("%s: %v %v", tt.format, v, err)
+			}
+		}
+	}
+
+	for i := 0; ; i++ { // keep-alive ends: the instances go, their leases with them
+		ls, _ := c.Leases(context.Background())
+		if len(ls) == 0 {
+			break
+		}
+		if i > 600 {
+			t.Fatalf("backend leases not released after keep-alive: %+v", ls)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type estimates struct{ cpu, gpu estimator.Result }
+
+// cpuEstimate is the sherpa-onnx profile for model on the CPU (where the
+// backend ran) and on the sim GPU (what the lease was sized by).
+func cpuEstimate(t *testing.T, model string) estimates {
+	t.Helper()
+	m, err := onnx.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := estimator.Request{Backend: estimator.SherpaOnnx, Model: filepath.Base(filepath.Dir(model)), ONNX: []*onnx.Model{m}, GPUModel: "Sim GPU"}
+	var e estimates
+	if e.cpu, err = estimator.New(estimator.Config{Device: "cpu"}, nil).Estimate(req); err != nil {
+		t.Fatal(err)
+	}
+	if e.gpu, err = estimator.New(estimator.Config{}, nil).Estimate(req); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// instance is the running backend instance serving model.
+func instance(t *testing.T, c *client.Client, model string) api.BackendInstance {
+	t.Helper()
+	b, err := c.Backends(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range b.Instances {
+		if strings.HasSuffix(inst.Metadata["model"], "/"+model) {
+			return inst
+		}
+	}
+	t.Fatalf("no instance serves %s: %+v", model, b.Instances)
+	return api.BackendInstance{}
+}
+
+// curl posts jfk.wav to the OpenAI-compatible endpoint with curl, as a
+// client would, and returns the content type and body.
+func curl(t *testing.T, socket, file, model, format string) (string, string) {
+	t.Helper()
+	path, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not installed")
+	}
+	out, err := exec.Command(path, "-sS", "--unix-socket", socket, "-w", "\n%{content_type}",
+		"-F", "file=@"+file, "-F", "model="+model, "-F", "response_format="+format,
+		"http://wsched/v1/audio/transcriptions").Output()
+	if err != nil {
+		t.Fatalf("curl (%s): %v", format, err)
+	}
+	s := string(out)
+	cut := strings.LastIndexByte(s, '\n')
+	return s[cut+1:], s[:cut]
+}

@@ -1,0 +1,61 @@
+// Package daemontest runs a real daemon in a test and drives jobs through
+// its API: the helpers the backends' end-to-end smoke tests share.
+package daemontest
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/wsched/wsched/daemon"
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/testshared"
+)
+
+// Run starts a daemon with cfg for the test's lifetime (logging to t) and
+// returns a client once it answers.
+func Run(t *testing.T, cfg *config.Config) *client.Client {
+	t.Helper()
+	d, err := daemon.New(daemon.Options{Config: cfg, Log: slog.New(slog.NewTextHandler(testshared.LogWriter(t), nil)), Version: "smoke"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := client.New(cfg.Daemon.Socket)
+	t.Cleanup(c.Close)
+	testshared.WaitHealthy(t, c)
+	return c
+}
+
+// JobStates submits a job, reads its event stream to the end, checks the
+// states it went through (space-separated, e.g. "pending loading processing
+// completed"), and returns the finished job.
+func JobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) api.Job {
+	t.Helper()
+	ctx := context.Background()
+	j, err := c.SubmitJob(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	err = c.JobEvents(ctx, j.ID, func(ev api.JobEvent) error {
+		if ev.Type == api.JobEventState {
+			states = append(states, string(ev.State))
+		}
+		return nil
+	})
+	if got := strings.Join(states, " "); err != nil || got != want {
+		t.Errorf("job %s states %q (%v), want %q", j.ID, got, err, want)
+	}
+	j, err = c.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
