@@ -114,7 +114,7 @@ func (d *Daemon) open(provider inventory.Provider) error {
 		d.provider = p
 	}
 	var err error
-	if d.db, err = store.Open(d.cfg.Daemon.StateDir); err != nil {
+	if d.db, err = store.OpenLogged(d.cfg.Daemon.StateDir, d.log); err != nil {
 		return err
 	}
 	d.watch, err = procwatch.NewWatcher(d.log)

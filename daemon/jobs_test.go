@@ -263,11 +263,11 @@ func TestOpenAITranscriptions(t *testing.T) {
 		t.Errorf("translation: %d %s", status, body)
 	}
 	status, _, body = postMultipart(t, td, "/v1/audio/transcriptions", audio, map[string]string{"model": "fake-tiny", "response_format": "docx"})
-	if status != 400 || !strings.Contains(body, `"type": "invalid_request_error"`) {
+	if status != 400 || !strings.Contains(body, `"type":"invalid_request_error"`) {
 		t.Errorf("bad format: %d %s", status, body)
 	}
 	status, out := td.raw("GET", "/v1/models", "")
-	if status != 200 || !strings.Contains(out, `"id": "fake-tiny"`) || !strings.Contains(out, `"object": "list"`) {
+	if status != 200 || !strings.Contains(out, `"id":"fake-tiny"`) || !strings.Contains(out, `"object":"list"`) {
 		t.Errorf("models: %d %s", status, out)
 	}
 }

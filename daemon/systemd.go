@@ -13,12 +13,8 @@ import (
 
 // statusLine is systemd's STATUS= line: GPUs, leases and queue.
 func (d *Daemon) statusLine() string {
-	v := d.eng.View()
-	leases := len(v.CPU)
-	for _, g := range v.GPUs {
-		leases += len(g.Leases)
-	}
-	return fmt.Sprintf("%d GPUs (%s), %d leases, %d queued", len(v.GPUs), v.Provider, leases, len(v.Queue))
+	v := d.eng.Summary()
+	return fmt.Sprintf("%d GPUs (%s), %d leases, %d queued", v.GPUs, v.Provider, v.Leases, v.Queued)
 }
 
 // updateStatus sends the status line when it changed (after each reading).

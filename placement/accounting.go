@@ -48,30 +48,38 @@ type Account struct {
 // Accounting applies the one formula to a GPU reading and the leases granted
 // on it. It is the only place available memory is computed.
 func Accounting(g inventory.GPU, cfg Config, leases []LeaseUse) Account {
-	a := Account{
-		Index: g.Index, UUID: g.UUID, Name: g.Name,
-		TotalBytes: g.TotalBytes, UsedBytes: g.UsedBytes, FreeBytes: g.FreeBytes,
-		ReservedBytes:  cfg.ReservedFor(g.Index, g.UUID),
-		UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC,
-		Placeable: true,
-	}
-	a.UsableBytes = max(0, int64(float64(a.TotalBytes-a.ReservedBytes)*float64(cfg.SafetyFactor)))
-
 	used := make(map[int]int64, len(g.Processes))
 	for _, p := range g.Processes {
 		used[p.PID] += p.UsedBytes
 	}
+	var leased, attributed, unrealized int64
 	for _, l := range leases {
-		a.LeasedBytes += l.Bytes
+		leased += l.Bytes
 		realized := used[l.Holder]
 		delete(used, l.Holder) // a PID counts once even if listed twice
 		for _, pid := range l.PIDs {
 			realized += used[pid]
 			delete(used, pid)
 		}
-		a.AttributedBytes += realized
-		a.UnrealizedBytes += max(0, l.Bytes-realized)
+		attributed += realized
+		unrealized += max(0, l.Bytes-realized)
 	}
+	return accountFrom(g, cfg, leased, attributed, unrealized)
+}
+
+// accountFrom applies the formula to a reading and the sums over its
+// leases: Σ lease bytes, attributed and unrealized memory. Accounting and
+// the engine's running sums (book) both end here.
+func accountFrom(g inventory.GPU, cfg Config, leased, attributed, unrealized int64) Account {
+	a := Account{
+		Index: g.Index, UUID: g.UUID, Name: g.Name,
+		TotalBytes: g.TotalBytes, UsedBytes: g.UsedBytes, FreeBytes: g.FreeBytes,
+		ReservedBytes:  cfg.ReservedFor(g.Index, g.UUID),
+		UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC,
+		Placeable:   true,
+		LeasedBytes: leased, AttributedBytes: attributed, UnrealizedBytes: unrealized,
+	}
+	a.UsableBytes = max(0, int64(float64(a.TotalBytes-a.ReservedBytes)*float64(cfg.SafetyFactor)))
 	a.ForeignBytes = max(0, a.UsedBytes-a.AttributedBytes)
 	a.AvailableBytes = min(a.UsableBytes-a.LeasedBytes-a.ForeignBytes, a.FreeBytes-a.UnrealizedBytes)
 

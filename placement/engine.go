@@ -249,6 +249,7 @@ func (e *Engine) HolderExited(ctx context.Context, pid int) ([]Lease, error) {
 
 // Restore adds leases recovered from the store at start-up. Call it before
 // serving requests; leases whose holders died must be filtered out first.
+// The engine takes the slice over: the caller must not use it afterwards.
 func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
 	return e.do(ctx, func(s *state) { s.restore(leases) })
 }
@@ -274,7 +275,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 			ch <- nil
 			return
 		}
-		s.journal.add(Change{}, func(err error) { ch <- err })
+		s.record(Change{}, func(err error) { ch <- err })
+		s.commitStep()
 	})
 	if err != nil {
 		return err
@@ -295,4 +297,13 @@ func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, func(*state)
 // as the owner loop last published them (after its latest change). It does
 // not wait for the loop and changes nothing. The View is shared: callers
 // must not modify it.
-func (e *Engine) View() View { return *e.board.view.Load() }
+func (e *Engine) View() View { return e.board.frame.Load().View() }
+
+// Summary counts the GPUs, leases and queued requests of the latest
+// published state, and says when its reading was taken, in O(GPUs): for
+// callers that need no more than that (status lines, change checks).
+func (e *Engine) Summary() Summary { return e.board.frame.Load().summary() }
+
+// Accounts returns every GPU's account as last published, and the driver
+// version, in O(GPUs): for callers that size requests and need no leases.
+func (e *Engine) Accounts() ([]Account, string) { return e.board.frame.Load().accounts() }

@@ -65,21 +65,29 @@ func newJournal(store Store) *journal {
 	return j
 }
 
-// add queues a change; done (may be nil) runs on the journal goroutine with
-// the commit's result.
-func (j *journal) add(c Change, done func(error)) { j.addAll([]Change{c}, done) }
+// record buffers a change made in the current step of the owner loop; done
+// (may be nil) runs on the journal goroutine with the commit's result. The
+// step's changes go to the journal together when it settles (or before a
+// caller waits for a commit), so a release and the grant it enables are
+// always in one commit.
+func (s *state) record(c Change, done func(error)) {
+	s.jbuf = append(s.jbuf, journalEntry{change: c, done: done})
+}
 
-// addAll queues changes to be committed together (one Apply); done (may be
-// nil) runs with the commit's result.
-func (j *journal) addAll(cs []Change, done func(error)) {
-	j.mu.Lock()
-	for i, c := range cs {
-		e := journalEntry{change: c}
-		if i == len(cs)-1 {
-			e.done = done
-		}
-		j.queue = append(j.queue, e)
+// commitStep hands the step's buffered changes to the journal.
+func (s *state) commitStep() {
+	if s.journal == nil || len(s.jbuf) == 0 {
+		return
 	}
+	s.journal.addEntries(s.jbuf)
+	s.jbuf = nil
+}
+
+// addEntries queues entries to be committed in order, as many per Apply as
+// have queued up.
+func (j *journal) addEntries(es []journalEntry) {
+	j.mu.Lock()
+	j.queue = append(j.queue, es...)
 	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:

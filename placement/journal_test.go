@@ -69,3 +69,50 @@ func TestGroupCommit(t *testing.T) {
 	}
 	t.Logf("%d grants persisted in %d commits", gs.changes, gs.commits)
 }
+
+// batchLog is a BatchStore that records each commit's changes.
+type batchLog struct {
+	memStore
+	mu      sync.Mutex
+	batches [][]Change
+}
+
+func (b *batchLog) Apply(cs []Change) error {
+	b.mu.Lock()
+	b.batches = append(b.batches, cs)
+	b.mu.Unlock()
+	return nil
+}
+
+// TestReleaseAndGrantShareCommit: the release of a lease and the grant of
+// the waiter it lets in are made durable in one commit.
+func TestReleaseAndGrantShareCommit(t *testing.T) {
+	bl := &batchLog{memStore: *newMemStore()}
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = bl })
+	holder := r.acquire(req(24 * GiB))
+	ch := r.acquireAsync(req(24*GiB, wait(time.Minute)))
+	for len(r.view().Queue) != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	r.release(holder.ID)
+	res := <-ch
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	bl.mu.Lock()
+	defer bl.mu.Unlock()
+	for _, b := range bl.batches {
+		var del, put bool
+		for _, c := range b {
+			del = del || c.Delete == holder.ID
+			put = put || (c.Put != nil && c.Put.ID == res.lease.ID)
+		}
+		if del || put {
+			if !del || !put {
+				t.Errorf("release and grant in different commits: %+v", bl.batches)
+			}
+			return
+		}
+	}
+	t.Errorf("neither commit found: %+v", bl.batches)
+}

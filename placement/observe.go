@@ -38,17 +38,41 @@ func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot, attrs ...
 	}
 }
 
+// Owners returns, for those of pids that a granted GPU lease lists as its
+// holder or a registered process, the lease's ID (one of them when several
+// do), and how many GPU leases there are. It costs O(len(pids)), however
+// many leases there are.
+func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]string, int, error) {
+	out := map[int]string{}
+	var n int
+	err := e.do(ctx, func(s *state) {
+		n = s.gpuLeases
+		for _, pid := range pids {
+			for l := range s.owners[pid] {
+				if cur, ok := out[pid]; l.GPU != CPU && (!ok || l.ID < cur) {
+					out[pid] = l.ID
+				}
+			}
+		}
+	})
+	return out, n, err
+}
+
 func (s *state) observe(snap inventory.Snapshot, attrs []Attribution, committed chan<- error) {
 	changes := s.attribute(attrs)
-	s.snap, s.haveSnap, s.stale = snap, true, false
-	s.invalidate()
-	s.reconcile()
+	s.adopt(snap)
 	s.dispatch()
 	if s.journal == nil || len(changes) == 0 {
 		committed <- nil
 		return
 	}
-	s.journal.addAll(changes, func(err error) { committed <- err })
+	for i, c := range changes {
+		var done func(error)
+		if i == len(changes)-1 {
+			done = func(err error) { committed <- err }
+		}
+		s.record(c, done)
+	}
 }
 
 // attribute adds each attributed process to its lease and returns the
@@ -60,7 +84,7 @@ func (s *state) attribute(attrs []Attribution) []Change {
 		if !ok || a.PID <= 0 || slices.Contains(l.pids(), a.PID) {
 			continue
 		}
-		l.PIDs = append(l.PIDs, a.PID)
+		s.change(l, func() { l.PIDs = append(l.PIDs, a.PID) })
 		changed[l.ID] = l
 		s.log.Debug("process counted against lease", "lease", l.ID, "pid", a.PID)
 	}
@@ -76,56 +100,50 @@ func (s *state) attribute(attrs []Attribution) []Change {
 // and flags overruns beyond [leases] overrun_tolerance. A process that
 // belongs to several leases on one GPU (a holder with two leases) is shared
 // among them in proportion to their sizes, so it is counted once, as the
-// accounting formula counts it.
+// accounting formula counts it. Only the leases whose processes appear in
+// the reading are looked at, and those measured the time before (their use
+// drops to 0): the cost follows the processes, not the leases.
 func (s *state) reconcile() {
 	tol := 1 + float64(s.opts.Leases.OverrunTolerance)
-	for _, uses := range s.measuredUse() {
-		for l, used := range uses {
-			s.checkOverrun(l, used, tol)
+	now := map[*Lease]int64{}
+	for _, b := range s.books {
+		totals := map[int]int64{} // pid → Σ bytes of the leases here listing it
+		for l := range b.measured {
+			now[l] = b.share(l, totals)
 		}
+	}
+	for l := range s.measured {
+		if _, ok := now[l]; !ok {
+			delete(s.measured, l)
+			s.checkOverrun(l, 0, tol)
+		}
+	}
+	for l, used := range now {
+		s.measured[l] = struct{}{}
+		s.checkOverrun(l, used, tol)
 	}
 }
 
-// measuredUse returns, per GPU, each lease's share of the memory NVML
-// reports for its processes.
-func (s *state) measuredUse() map[string]map[*Lease]int64 {
-	used := map[string]map[int]int64{}
-	for _, g := range s.snap.GPUs {
-		m := map[int]int64{}
-		for _, p := range g.Processes {
-			m[p.PID] += p.UsedBytes
-		}
-		used[g.UUID] = m
-	}
-	holders := map[string]map[int]int64{} // GPU → pid → Σ bytes of the leases it belongs to
-	for _, l := range s.leases {
-		if l.GPU == CPU {
+// share is l's part of the memory its processes use on this GPU.
+func (b *book) share(l *Lease, totals map[int]int64) int64 {
+	var share float64
+	for _, pid := range uniquePIDs(l) {
+		used, ok := b.used[pid]
+		if !ok {
 			continue
 		}
-		if holders[l.GPU] == nil {
-			holders[l.GPU] = map[int]int64{}
-		}
-		for _, pid := range uniquePIDs(l) {
-			holders[l.GPU][pid] += l.Bytes
-		}
-	}
-	out := map[string]map[*Lease]int64{}
-	for _, l := range s.leases {
-		if l.GPU == CPU {
-			continue
-		}
-		if out[l.GPU] == nil {
-			out[l.GPU] = map[*Lease]int64{}
-		}
-		var share float64
-		for _, pid := range uniquePIDs(l) {
-			if total := holders[l.GPU][pid]; total > 0 {
-				share += float64(used[l.GPU][pid]) * float64(l.Bytes) / float64(total)
+		total, ok := totals[pid]
+		if !ok {
+			for x := range b.byPID[pid] {
+				total += x.Bytes
 			}
+			totals[pid] = total
 		}
-		out[l.GPU][l] = int64(share)
+		if total > 0 {
+			share += float64(used) * float64(l.Bytes) / float64(total)
+		}
 	}
-	return out
+	return int64(share)
 }
 
 func uniquePIDs(l *Lease) []int {
@@ -135,6 +153,12 @@ func uniquePIDs(l *Lease) []int {
 }
 
 func (s *state) checkOverrun(l *Lease, used int64, tol float64) {
+	before := [3]int64{l.UsedBytes, l.PeakBytes, b2i(l.Overrun)}
+	defer func() {
+		if [3]int64{l.UsedBytes, l.PeakBytes, b2i(l.Overrun)} != before {
+			s.republish(l)
+		}
+	}()
 	l.UsedBytes = used
 	l.PeakBytes = max(l.PeakBytes, used)
 	over := float64(used) > float64(l.Bytes)*tol
@@ -149,4 +173,11 @@ func (s *state) checkOverrun(l *Lease, used int64, tol float64) {
 		}
 	}
 	l.Overrun = over
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

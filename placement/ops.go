@@ -1,8 +1,8 @@
 package placement
 
 import (
-	"container/heap"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -57,7 +57,8 @@ func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
 		*l = prev
 		return Lease{}, err
 	}
-	s.pushExpiry(l)
+	s.expiry.set(l.ID, l.Expires)
+	s.republish(l)
 	s.emit(EventRenewed, l, "")
 	return l.clone(), nil
 }
@@ -70,7 +71,8 @@ func (s *state) persist(l *Lease) error {
 	}
 	c := l.clone()
 	done := make(chan error, 1)
-	s.journal.add(Change{Put: &c}, func(err error) { done <- err })
+	s.record(Change{Put: &c}, func(err error) { done <- err })
+	s.commitStep() // with what this step changed before
 	if err := <-done; err != nil {
 		return fmt.Errorf("persist lease %s: %w", l.ID, err)
 	}
@@ -91,19 +93,15 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 			return Lease{}, err
 		}
 		_, hold, _ := s.plan(s.now())
-		for _, a := range s.accounts() {
-			if a.UUID == l.GPU && a.AvailableBytes-hold[a.UUID] < delta {
-				return Lease{}, fmt.Errorf("%w: growing by %s, %s available on GPU %d", ErrNoFit,
-					units.FormatBytes(delta), units.FormatBytes(max(0, a.AvailableBytes-hold[a.UUID])), a.Index)
-			}
+		if a, ok := s.accountOf(l.GPU); ok && a.AvailableBytes-hold[a.UUID] < delta {
+			return Lease{}, fmt.Errorf("%w: growing by %s, %s available on GPU %d", ErrNoFit,
+				units.FormatBytes(delta), units.FormatBytes(max(0, a.AvailableBytes-hold[a.UUID])), a.Index)
 		}
 	}
 	prev := l.Bytes
-	l.Bytes = bytes
-	s.invalidate()
+	s.change(l, func() { l.Bytes = bytes })
 	if err := s.persist(l); err != nil {
-		l.Bytes = prev
-		s.invalidate()
+		s.change(l, func() { l.Bytes = prev })
 		return Lease{}, err
 	}
 	s.emit(EventResized, l, fmt.Sprintf("%s → %s", units.FormatBytes(prev), units.FormatBytes(bytes)))
@@ -135,11 +133,9 @@ func (s *state) addPID(id string, pid int) (Lease, error) {
 		return Lease{}, fmt.Errorf("%w: pid must be above 0", ErrInvalid)
 	}
 	if !slices.Contains(l.pids(), pid) {
-		l.PIDs = append(l.PIDs, pid)
-		s.invalidate()
+		s.change(l, func() { l.PIDs = append(l.PIDs, pid) })
 		if err := s.persist(l); err != nil {
-			l.PIDs = l.PIDs[:len(l.PIDs)-1]
-			s.invalidate()
+			s.change(l, func() { l.PIDs = l.PIDs[:len(l.PIDs)-1] })
 			return Lease{}, err
 		}
 	}
@@ -151,9 +147,8 @@ func (s *state) removePID(id string, pid int) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid })
+	s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
 	s.stale = true
-	s.invalidate()
 	return l.clone(), s.persist(l)
 }
 
@@ -161,19 +156,18 @@ func (s *state) removePID(id string, pid int) (Lease, error) {
 // waiting requests.
 func (s *state) holderExited(pid int) []Lease {
 	var out []Lease
-	for _, w := range slices.Clone(s.queue) {
+	for _, w := range s.queue.all() {
 		if w.lease.Holder.PID == pid {
 			s.reject(w, fmt.Errorf("%w: holder (pid %d) exited", ErrCancelled, pid))
 		}
 	}
-	for _, l := range s.leases {
+	for _, l := range slices.Collect(maps.Keys(s.owners[pid])) { // the leases listing pid
 		if l.Holder.PID == pid {
 			s.end(l, StateReleased, fmt.Sprintf("holder (pid %d) exited", pid))
 			out = append(out, l.clone())
 		} else if slices.Contains(l.PIDs, pid) {
-			l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid })
+			s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
 			s.stale = true
-			s.invalidate()
 		}
 	}
 	s.dispatch()
@@ -181,13 +175,17 @@ func (s *state) holderExited(pid int) []Lease {
 }
 
 func (s *state) restore(leases []Lease) {
-	for _, l := range leases {
-		c := l.clone()
+	if len(leases) > 0 {
+		s.log.Info("leases restored", "count", len(leases))
+	}
+	for i := range leases {
+		c := &leases[i] // the caller hands the leases over
 		c.State = StateGranted
-		s.leases[c.ID] = &c
-		s.invalidate()
-		heap.Push(&s.expiry, expiryItem{id: c.ID, at: c.Expires})
-		s.log.Info("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
+		s.addLease(c)
+		if c.UsedBytes > 0 || c.Overrun {
+			s.measured[c] = struct{}{} // cleared by the next reconcile unless measured
+		}
+		s.log.Debug("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
 	}
 }
 
@@ -205,26 +203,10 @@ func (s *state) unsubscribe(id int) {
 }
 
 func (s *state) shutdown() {
-	for _, w := range slices.Clone(s.queue) {
+	for _, w := range s.queue.all() {
 		s.reject(w, ErrStopped)
 	}
 	for id := range s.subs {
 		s.unsubscribe(id)
 	}
-}
-
-// pushExpiry schedules l's deadline. Renewals leave the old deadlines in
-// the heap (they are skipped when they surface); when stale items outnumber
-// the leases, the heap is rebuilt from the leases' current deadlines, so
-// renewing in a loop cannot grow it without bound.
-func (s *state) pushExpiry(l *Lease) {
-	heap.Push(&s.expiry, expiryItem{id: l.ID, at: l.Expires})
-	if s.expiry.Len() <= 2*len(s.leases)+64 {
-		return
-	}
-	s.expiry = s.expiry[:0]
-	for _, x := range s.leases {
-		s.expiry = append(s.expiry, expiryItem{id: x.ID, at: x.Expires})
-	}
-	heap.Init(&s.expiry)
 }

@@ -1,9 +1,6 @@
 package placement
 
-import (
-	"cmp"
-	"slices"
-)
+import "cmp"
 
 // Priority of a lease request.
 type Priority int
@@ -22,38 +19,42 @@ func (p Priority) weight() float64 { return float64(p + 2) }
 // Only placeable GPUs whose available memory is at least need (and above 0)
 // qualify. ok is false when none does.
 func Pick(policy Policy, w ScoreWeights, accounts []Account, need int64, prio Priority) (Account, bool) {
-	var fits []Account
-	for _, a := range accounts {
-		if a.Placeable && a.AvailableBytes >= need && a.AvailableBytes > 0 {
-			fits = append(fits, a)
+	var best *Account
+	for i := range accounts {
+		a := &accounts[i]
+		if !a.Placeable || a.AvailableBytes < need || a.AvailableBytes <= 0 {
+			continue
+		}
+		if best == nil || better(policy, w, prio, a, a.AvailableBytes, best, best.AvailableBytes) {
+			best = a
 		}
 	}
-	if len(fits) == 0 {
+	if best == nil {
 		return Account{}, false
 	}
-	var best Account
-	switch policy {
-	case PolicyBinpack:
-		best = slices.MinFunc(fits, func(a, b Account) int {
-			return cmp.Or(cmp.Compare(a.AvailableBytes, b.AvailableBytes), cmp.Compare(a.Index, b.Index))
-		})
-	case PolicyScore:
-		best = slices.MaxFunc(fits, func(a, b Account) int {
-			return cmp.Or(cmp.Compare(Score(w, a, prio), Score(w, b, prio)), cmp.Compare(a.Index, b.Index))
-		})
-	default: // spread
-		best = slices.MaxFunc(fits, func(a, b Account) int {
-			return cmp.Or(
-				cmp.Compare(a.AvailableBytes, b.AvailableBytes),
-				cmp.Compare(util(b), util(a)), // lower utilization wins
-				cmp.Compare(a.Index, b.Index), // higher index wins: keep GPU 0 free
-			)
-		})
-	}
-	return best, true
+	return *best, true
 }
 
-func util(a Account) int {
+// better reports whether a (with avail bytes available) beats b (with
+// bAvail) under policy: spread takes the most available memory, then the
+// lower utilization, then the higher index (keeping GPU 0 free); binpack
+// the least available memory, then the lower index; score the higher
+// score, then the higher index.
+func better(policy Policy, w ScoreWeights, prio Priority, a *Account, avail int64, b *Account, bAvail int64) bool {
+	switch policy {
+	case PolicyBinpack:
+		return cmp.Or(cmp.Compare(avail, bAvail), cmp.Compare(a.Index, b.Index)) < 0
+	case PolicyScore:
+		return cmp.Or(cmp.Compare(score(w, a, avail, prio), score(w, b, bAvail, prio)), cmp.Compare(a.Index, b.Index)) > 0
+	}
+	return cmp.Or(
+		cmp.Compare(avail, bAvail),
+		cmp.Compare(util(b), util(a)),
+		cmp.Compare(a.Index, b.Index),
+	) > 0
+}
+
+func util(a *Account) int {
 	if a.UtilizationPct == nil {
 		return 0
 	}
@@ -67,9 +68,13 @@ func util(a Account) int {
 // kept so scores compare with the seed's. Unknown utilization or temperature
 // score as 0 % and limit/2.
 func Score(w ScoreWeights, a Account, prio Priority) float64 {
+	return score(w, &a, a.AvailableBytes, prio)
+}
+
+func score(w ScoreWeights, a *Account, avail int64, prio Priority) float64 {
 	var memRatio float64
 	if a.TotalBytes > 0 {
-		memRatio = float64(max(0, a.AvailableBytes)) / float64(a.TotalBytes)
+		memRatio = float64(max(0, avail)) / float64(a.TotalBytes)
 	}
 	temp := float64(w.TemperatureLimit) / 2
 	if a.TemperatureC != nil {

@@ -1,12 +1,10 @@
 package placement
 
 import (
-	"cmp"
-	"container/heap"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 )
 
@@ -17,6 +15,8 @@ type waiter struct {
 	deadline time.Time
 	reply    chan<- result
 	seq      uint64
+	pos      int    // index in its class list (waitq.go)
+	key      string // its key in the published queue
 }
 
 // effective is the waiter's priority raised by one class per [leases] aging
@@ -26,18 +26,18 @@ func (s *state) effective(w *waiter, now time.Time) Priority {
 	return min(High, w.lease.Priority+steps)
 }
 
-// ordered returns the queue in dispatch order: effective priority, then
-// arrival (FIFO within a class).
+// ordered returns the whole queue in dispatch order: effective priority,
+// then arrival (FIFO within a class).
 func (s *state) ordered(now time.Time) []*waiter {
-	q := slices.Clone(s.queue)
-	slices.SortStableFunc(q, func(a, b *waiter) int {
-		return cmp.Or(
-			cmp.Compare(s.effective(b, now), s.effective(a, now)),
-			a.lease.Created.Compare(b.lease.Created),
-			cmp.Compare(a.seq, b.seq),
-		)
-	})
-	return q
+	var lists [3][]*waiter
+	for c := range s.queue.classes {
+		for _, w := range s.queue.classes[c].ws {
+			if w != nil {
+				lists[c] = append(lists[c], w)
+			}
+		}
+	}
+	return s.merged(lists, now)
 }
 
 // plan walks the queue in order and decides, against the current accounts,
@@ -46,34 +46,86 @@ func (s *state) ordered(now time.Time) []*waiter {
 // waiters that have waited past [leases] backfill_window (reservation: the
 // stream of small requests cannot starve a large one). heldOn names, per
 // waiter lease ID, the GPU holding memory for it.
+//
+// Only the waiters that can matter are visited: those past the backfill
+// window, and the others no larger than the most memory available on any
+// GPU (the rest can neither be granted nor hold memory).
 func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, heldOn map[string]string) {
-	accounts := slices.Clone(s.accounts())
-	hold, heldOn = map[string]int64{}, map[string]string{}
-	for _, w := range s.ordered(now) {
-		var fits []Account
-		for _, a := range accounts {
-			if allowed(w.lease.Device, a) {
-				a.AvailableBytes -= hold[a.UUID]
-				fits = append(fits, a)
+	if s.queue.len() == 0 {
+		return nil, nil, nil // nil maps read as empty
+	}
+	accounts := s.accounts()
+	room := int64(0)
+	if a, ok := s.gtree.top(); ok {
+		room = a.AvailableBytes
+	}
+	cutoff := now.Add(-s.opts.Leases.BackfillWindow.D())
+	var lists [3][]*waiter
+	for c := range s.queue.classes {
+		lists[c] = s.queue.classes[c].candidates(cutoff, room, nil)
+	}
+	var taken map[string]int64 // planned grants per GPU
+	for _, w := range s.merged(lists, now) {
+		if a, ok := s.pick(w, accounts, taken, hold); ok {
+			grants = append(grants, planned{w: w, acc: *a})
+			if taken == nil {
+				taken = map[string]int64{}
 			}
-		}
-		if a, ok := Pick(s.opts.Placement.Policy, s.opts.Placement.Score, fits, w.lease.Bytes, w.lease.Priority); ok {
-			grants = append(grants, planned{w: w, acc: a})
-			for i := range accounts {
-				if accounts[i].UUID == a.UUID {
-					accounts[i].AvailableBytes -= w.lease.Bytes // exact: leased and unrealized both grow
-				}
-			}
+			taken[a.UUID] += w.lease.Bytes // exact: leased and unrealized both grow
 			continue
 		}
 		if now.Sub(w.lease.Created) >= s.opts.Leases.BackfillWindow.D() {
-			if target, ok := reserveTarget(fits, w.lease.Bytes); ok {
+			if target, ok := reserveTarget(w, accounts, taken, hold); ok {
+				if hold == nil {
+					hold, heldOn = map[string]int64{}, map[string]string{}
+				}
 				hold[target] += w.lease.Bytes
 				heldOn[w.lease.ID] = target
 			}
 		}
 	}
 	return grants, hold, heldOn
+}
+
+// pick chooses w's GPU by policy among the allowed accounts, with the
+// memory planned for earlier waiters (taken) and held taken off.
+func (s *state) pick(w *waiter, accounts []Account, taken, hold map[string]int64) (*Account, bool) {
+	need, pol := w.lease.Bytes, s.opts.Placement.Policy
+	if pol == PolicySpread && w.lease.Device.Kind == device.Auto && len(taken) == 0 && len(hold) == 0 {
+		a, ok := s.gtree.top() // the spread pick, unless nothing fits
+		return a, ok && a.AvailableBytes >= need
+	}
+	var best *Account
+	var bestAvail int64
+	s.eachAllowed(w, accounts, func(a *Account) {
+		avail := a.AvailableBytes - taken[a.UUID] - hold[a.UUID]
+		if !a.Placeable || avail < need || avail <= 0 {
+			return
+		}
+		if best == nil || better(pol, s.opts.Placement.Score, w.lease.Priority, a, avail, best, bestAvail) {
+			best, bestAvail = a, avail
+		}
+	})
+	return best, best != nil
+}
+
+// eachAllowed calls f for the accounts w may be placed on: the one GPU it
+// pins, or all.
+func (s *state) eachAllowed(w *waiter, accounts []Account, f func(*Account)) {
+	switch spec := w.lease.Device; spec.Kind {
+	case device.UUID:
+		if a, ok := s.accountOf(spec.UUID); ok {
+			f(a)
+		}
+	case device.Index:
+		if i, ok := s.byIndex[spec.Index]; ok {
+			f(&accounts[i])
+		}
+	default:
+		for i := range accounts {
+			f(&accounts[i])
+		}
+	}
 }
 
 type planned struct {
@@ -83,15 +135,17 @@ type planned struct {
 
 // reserveTarget picks the GPU to hold memory on for a starving waiter: the
 // placeable one that could hold it and is closest to fitting it now.
-func reserveTarget(fits []Account, need int64) (string, bool) {
+func reserveTarget(w *waiter, accounts []Account, taken, hold map[string]int64) (string, bool) {
 	var best *Account
-	for i := range fits {
-		a := &fits[i]
-		if !a.Placeable || a.UsableBytes < need {
+	var bestAvail int64
+	for i := range accounts {
+		a := &accounts[i]
+		if !allowed(w.lease.Device, a) || !a.Placeable || a.UsableBytes < w.lease.Bytes {
 			continue
 		}
-		if best == nil || a.AvailableBytes > best.AvailableBytes {
-			best = a
+		avail := a.AvailableBytes - taken[a.UUID] - hold[a.UUID]
+		if best == nil || avail > bestAvail {
+			best, bestAvail = a, avail
 		}
 	}
 	if best == nil {
@@ -103,7 +157,7 @@ func reserveTarget(fits []Account, need int64) (string, bool) {
 // dispatch grants every waiter that fits now. It runs after every change
 // that can free memory or reorder the queue: there is no polling.
 func (s *state) dispatch() {
-	if len(s.queue) == 0 {
+	if s.queue.len() == 0 {
 		return
 	}
 	if err := s.fresh(); err != nil {
@@ -120,8 +174,9 @@ func (s *state) dispatch() {
 func (s *state) noFit(w *waiter) error {
 	_, hold, _ := s.plan(s.now())
 	best, at := int64(0), -1
-	for _, a := range s.accounts() {
-		if allowed(w.lease.Device, a) && a.Placeable && a.AvailableBytes-hold[a.UUID] > best {
+	accts := s.accounts()
+	for i := range accts {
+		if a := &accts[i]; allowed(w.lease.Device, a) && a.Placeable && a.AvailableBytes-hold[a.UUID] > best {
 			best, at = a.AvailableBytes-hold[a.UUID], a.Index
 		}
 	}
@@ -133,18 +188,22 @@ func (s *state) noFit(w *waiter) error {
 		units.FormatBytes(w.lease.Bytes), w.lease.Device, units.FormatBytes(best), where)
 }
 
-func (s *state) removeWaiter(w *waiter) {
-	s.queue = slices.DeleteFunc(s.queue, func(x *waiter) bool { return x == w })
+// enqueue adds a waiter to the queue and schedules its deadline.
+func (s *state) enqueue(w *waiter) {
+	s.queue.add(w)
+	s.deadlines.set(w, w.deadline)
+	s.markChanged()
 }
 
-func (s *state) findWaiter(id string) *waiter {
-	for _, w := range s.queue {
-		if w.lease.ID == id {
-			return w
-		}
+func (s *state) removeWaiter(w *waiter) {
+	if s.queue.byID[w.lease.ID] == w {
+		s.queue.remove(w)
+		s.deadlines.remove(w)
+		s.markChanged()
 	}
-	return nil
 }
+
+func (s *state) findWaiter(id string) *waiter { return s.queue.byID[id] }
 
 // withdraw handles a requester that went away: a queued request is
 // cancelled, a grant it never received is released.
@@ -164,15 +223,24 @@ func (s *state) withdraw(id string) {
 func (s *state) tick() {
 	now := s.now()
 	changed := false
-	for s.expiry.Len() > 0 && !s.expiry[0].at.After(now) {
-		it := heap.Pop(&s.expiry).(expiryItem)
-		if l, ok := s.leases[it.id]; ok && !l.Expires.After(now) {
+	for {
+		id, at, ok := s.expiry.next()
+		if !ok || at.After(now) {
+			break
+		}
+		s.expiry.remove(id)
+		if l, ok := s.leases[id]; ok {
 			s.end(l, StateExpired, fmt.Sprintf("not renewed within its %s TTL", l.TTL))
 			changed = true
 		}
 	}
-	for _, w := range slices.Clone(s.queue) {
-		if w.wait > 0 && !w.deadline.After(now) {
+	for {
+		w, at, ok := s.deadlines.next()
+		if !ok || at.After(now) {
+			break
+		}
+		s.deadlines.remove(w)
+		if w.wait > 0 {
 			err := s.noFit(w)
 			s.reject(w, fmt.Errorf("%w after %s: %w", ErrTimeout, w.wait, err))
 			changed = true
@@ -185,16 +253,11 @@ func (s *state) tick() {
 
 // rearm sets the timer to the next lease expiry or waiter deadline.
 func (s *state) rearm(t *time.Timer) {
-	var next time.Time
-	if s.expiry.Len() > 0 {
-		next = s.expiry[0].at
+	_, next, ok := s.expiry.next()
+	if _, d, wok := s.deadlines.next(); wok && (!ok || d.Before(next)) {
+		next, ok = d, true
 	}
-	for _, w := range s.queue {
-		if next.IsZero() || w.deadline.Before(next) {
-			next = w.deadline
-		}
-	}
-	if next.IsZero() {
+	if !ok {
 		t.Reset(time.Hour)
 		return
 	}

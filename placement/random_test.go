@@ -1,10 +1,12 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -152,8 +154,64 @@ func checkInvariants(s *state, seen map[string]bool) []string {
 			bad = append(bad, fmt.Sprintf("lease %s: state %s, queued %v", id, l.State, s.findWaiter(id) != nil))
 		}
 	}
-	if len(s.queue) > s.opts.Leases.MaxQueue {
-		bad = append(bad, fmt.Sprintf("queue length %d > max %d", len(s.queue), s.opts.Leases.MaxQueue))
+	if s.queue.len() > s.opts.Leases.MaxQueue {
+		bad = append(bad, fmt.Sprintf("queue length %d > max %d", s.queue.len(), s.opts.Leases.MaxQueue))
+	}
+	return append(bad, checkBooks(s)...)
+}
+
+// checkBooks compares the running sums with the formula applied from
+// scratch, and the published leases and queue with the state.
+func checkBooks(s *state) []string {
+	var bad []string
+	byGPU := map[string][]*Lease{}
+	for _, l := range s.leases {
+		if l.GPU != CPU {
+			byGPU[l.GPU] = append(byGPU[l.GPU], l)
+		}
+	}
+	accts := s.accounts()
+	for i, g := range s.snap.GPUs {
+		ls := byGPU[g.UUID]
+		slices.SortFunc(ls, func(a, b *Lease) int { return cmp.Compare(a.ID, b.ID) })
+		uses := make([]LeaseUse, 0, len(ls))
+		for _, l := range ls {
+			uses = append(uses, LeaseUse{Bytes: l.Bytes, Holder: l.Holder.PID, PIDs: l.PIDs})
+		}
+		if want := Accounting(g, s.opts.Placement, uses); accts[i] != want {
+			bad = append(bad, fmt.Sprintf("GPU %d: running account %+v, from scratch %+v", g.Index, accts[i], want))
+		}
+		if n := tsize(s.bookBy[g.UUID].pub); n != len(ls) {
+			bad = append(bad, fmt.Sprintf("GPU %d: %d leases published, %d granted", g.Index, n, len(ls)))
+		}
+	}
+	if n := tsize(s.queue.published()); n != s.queue.len() || s.deadlines.len() != s.queue.len() {
+		bad = append(bad, fmt.Sprintf("queue: %d published, %d deadlines, %d waiting", n, s.deadlines.len(), s.queue.len()))
+	}
+	if top, ok := s.gtree.top(); true {
+		want, wok := Pick(PolicySpread, s.opts.Placement.Score, accts, 1, Normal)
+		if ok != wok || (ok && top.UUID != want.UUID) {
+			bad = append(bad, fmt.Sprintf("spread index picks %v %v, a scan %v %v", top, ok, want.UUID, wok))
+		}
+	}
+	entries := 0
+	for _, set := range s.owners {
+		entries += len(set)
+	}
+	want := 0
+	for _, l := range s.leases {
+		for _, pid := range uniquePIDs(l) {
+			want++
+			if _, ok := s.owners[pid][l]; !ok {
+				bad = append(bad, fmt.Sprintf("lease %s not indexed under pid %d", l.ID, pid))
+			}
+		}
+	}
+	if entries != want {
+		bad = append(bad, fmt.Sprintf("pid index has %d entries, want %d", entries, want))
+	}
+	if s.expiry.len() != len(s.leases) {
+		bad = append(bad, fmt.Sprintf("%d expiries for %d leases", s.expiry.len(), len(s.leases)))
 	}
 	return bad
 }

@@ -35,10 +35,12 @@ func (s *state) setReclaimable(id string, on bool) (Lease, error) {
 		l.Reclaimable, l.ReclaimableSince = on, time.Time{}
 		if on {
 			l.ReclaimableSince = s.now()
+			s.reclaimable[id] = l
 		} else {
 			delete(s.reclaiming, id)
+			delete(s.reclaimable, id)
 		}
-		s.markChanged()
+		s.republish(l)
 		s.dispatch()
 	}
 	return l.clone(), nil
@@ -49,8 +51,8 @@ func (s *state) setReclaimable(id string, on bool) (Lease, error) {
 // Memory held for a starving queue head (hold) is not counted as free.
 func (s *state) reclaim(hold map[string]int64) {
 	clear(s.covered)
-	if len(s.queue) == 0 {
-		return
+	if s.queue.len() == 0 || len(s.reclaimable) == 0 {
+		return // nothing to ask back
 	}
 	coming := s.pendingReclaims()
 	claimed := map[string]int64{}
@@ -87,7 +89,8 @@ func (s *state) pendingReclaims() map[string]int64 {
 func (s *state) reclaimTarget(w *waiter, accounts []Account, hold, coming, claimed map[string]int64) (string, bool) {
 	var best []*Lease
 	bestGPU, bestCost := "", int64(-1)
-	for _, a := range accounts {
+	for i := range accounts {
+		a := &accounts[i]
 		if !allowed(w.lease.Device, a) || !a.Placeable {
 			continue
 		}
@@ -127,8 +130,8 @@ func (s *state) reclaimTarget(w *waiter, accounts []Account, hold, coming, claim
 // are not enough.
 func (s *state) victims(gpu string, need int64) ([]*Lease, bool) {
 	var cands []*Lease
-	for _, l := range s.leases {
-		if l.GPU == gpu && l.Reclaimable && !s.reclaiming[l.ID] {
+	for _, l := range s.reclaimable {
+		if l.GPU == gpu && !s.reclaiming[l.ID] {
 			cands = append(cands, l)
 		}
 	}

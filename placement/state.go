@@ -25,30 +25,55 @@ type state struct {
 	stale    bool // a lease with measured memory ended: re-read before deciding
 
 	leases map[string]*Lease // granted
+	// books is the accounting per GPU of the reading, in its order; bookBy
+	// finds a book by UUID, also for GPUs the reading no longer lists.
+	books  []*book
+	bookBy map[string]*book
+	acct   []Account // books' accounts, refreshed for the books in acctDirty
+	gtree  gpuTree   // over acct: the spread pick and the most available
+	// byIndex maps a GPU index to its position in the reading.
+	byIndex   map[int]int
+	maxUsable int64
+	// acctAll says every entry of acct must be recomputed (new reading).
+	acctAll   bool
+	acctDirty []*book
+	cpuPub    *tnode // published CPU leases
+	// owners maps a process to the leases listing it (as holder or
+	// registered process); gpuLeases counts the GPU leases.
+	owners    map[int]map[*Lease]struct{}
+	gpuLeases int
 	// reclaiming holds the reclaimable leases asked back (EventReclaim) and
-	// not yet released; covered the waiters that memory is for.
-	reclaiming map[string]bool
-	covered    map[*waiter]bool
-	queue      []*waiter
-	expiry     expiryHeap
-	ended      map[string]*Lease
-	endedQ     []string
-	subs       map[int]*subscriber
-	nextSub    int
-	seq        uint64
-	stats      Stats
-	waitSeq    uint64
-
-	acct      []Account // cache of accounts(); valid while acctValid
-	acctValid bool
+	// not yet released; covered the waiters that memory is for;
+	// reclaimable the granted leases marked reclaimable.
+	reclaiming  map[string]bool
+	covered     map[*waiter]bool
+	reclaimable map[string]*Lease
+	// measured are the leases whose UsedBytes or Overrun the last
+	// reconcile set, so the next one can clear them.
+	measured  map[*Lease]struct{}
+	queue     queue
+	expiry    deadlines[string]
+	deadlines deadlines[*waiter]
+	ended     map[string]*Lease
+	endedQ    []string
+	subs      map[int]*subscriber
+	nextSub   int
+	seq       uint64
+	stats     Stats
+	waitSeq   uint64
 
 	journal *journal           // nil without a Store
+	jbuf    []journalEntry     // this step's changes, not yet handed to it
 	later   func(func(*state)) // hands work back to the owner loop
 
-	board   *board   // where views are published (publish.go)
-	dirty   bool     // something visible changed in this step
-	gen     uint64   // generation of the last published view
-	answers []func() // replies held until this step's view is published
+	board     *board  // where views are published (publish.go)
+	pubDirty  []*book // books whose published part changed
+	pubAll    bool    // a new reading: publish every GPU anew
+	pubGPUs   gpuFrames
+	pubCopied map[int]bool // chunks of pubGPUs already copied for this frame
+	dirty     bool         // something visible changed in this step
+	gen       uint64       // generation of the last published view
+	answers   []func()     // replies held until this step's view is published
 }
 
 type result struct {
@@ -60,7 +85,8 @@ func newState(opts Options) *state {
 	s := &state{
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
-		reclaiming: map[string]bool{}, covered: map[*waiter]bool{},
+		reclaiming: map[string]bool{}, covered: map[*waiter]bool{}, reclaimable: map[string]*Lease{},
+		bookBy: map[string]*book{}, owners: map[int]map[*Lease]struct{}{}, measured: map[*Lease]struct{}{}, queue: newQueue(),
 		board: &board{}, dirty: true,
 	}
 	if opts.Store != nil {
@@ -97,36 +123,10 @@ func (s *state) fresh() error {
 		return nil
 	}
 	if !s.haveSnap || !snap.Taken.Equal(s.snap.Taken) {
-		s.snap, s.haveSnap, s.stale = snap, true, false
-		s.invalidate()
-		s.reconcile()
+		s.adopt(snap)
 	}
 	return nil
 }
-
-// accounts applies the accounting formula to every GPU of the reading. The
-// result is cached until a lease or the reading changes (invalidate); callers
-// must not modify it.
-func (s *state) accounts() []Account {
-	if s.acctValid {
-		return s.acct
-	}
-	uses := make(map[string][]LeaseUse, len(s.snap.GPUs))
-	for _, l := range s.leases {
-		if l.GPU != CPU {
-			uses[l.GPU] = append(uses[l.GPU], LeaseUse{Bytes: l.Bytes, Holder: l.Holder.PID, PIDs: l.PIDs})
-		}
-	}
-	s.acct = s.acct[:0]
-	for _, g := range s.snap.GPUs {
-		s.acct = append(s.acct, Accounting(g, s.opts.Placement, uses[g.UUID]))
-	}
-	s.acctValid = true
-	return s.acct
-}
-
-// invalidate drops the cached accounts after a change to leases or reading.
-func (s *state) invalidate() { s.acctValid = false; s.markChanged() }
 
 // submit validates a request and either answers it at once (grant or
 // rejection) or queues it. It returns the request's ID.
@@ -164,7 +164,7 @@ func (s *state) submit(req Request, reply chan<- result) string {
 		s.reject(w, err)
 		return l.ID
 	}
-	s.queue = append(s.queue, w)
+	s.enqueue(w)
 	s.dispatch()
 	if l.State != StateQueued {
 		return l.ID
@@ -173,10 +173,11 @@ func (s *state) submit(req Request, reply chan<- result) string {
 	case w.wait <= 0 && s.covered[w]:
 		w.wait = s.opts.Leases.ReclaimWait.D()
 		w.deadline = now.Add(w.wait)
+		s.deadlines.set(w, w.deadline)
 		s.emit(EventQueued, l, fmt.Sprintf("waiting up to %s for reclaimed memory", w.wait))
 	case w.wait <= 0:
 		s.reject(w, s.noFit(w))
-	case len(s.queue) > s.opts.Leases.MaxQueue:
+	case s.queue.len() > s.opts.Leases.MaxQueue:
 		s.reject(w, fmt.Errorf("%w: %d requests are waiting ([leases] max_queue)", ErrQueueFull, s.opts.Leases.MaxQueue))
 	default:
 		s.emit(EventQueued, l, fmt.Sprintf("waiting up to %s", w.wait))
@@ -204,12 +205,14 @@ func (s *state) feasible(w *waiter) error {
 	spec := w.lease.Device
 	var largest int64
 	found := false
-	for _, a := range s.accounts() {
-		if !allowed(spec, a) {
-			continue
-		}
-		found = true
-		largest = max(largest, a.UsableBytes)
+	accts := s.accounts()
+	if spec.Kind == device.Auto {
+		found, largest = len(accts) > 0, s.maxUsable
+	} else {
+		s.eachAllowed(w, accts, func(a *Account) {
+			found = true
+			largest = max(largest, a.UsableBytes)
+		})
 	}
 	if !found {
 		return fmt.Errorf("%w: %s is not on this machine (%d GPUs)", ErrNoSuchGPU, spec, len(s.snap.GPUs))
@@ -221,7 +224,7 @@ func (s *state) feasible(w *waiter) error {
 	return nil
 }
 
-func allowed(spec device.Spec, a Account) bool {
+func allowed(spec device.Spec, a *Account) bool {
 	switch spec.Kind {
 	case device.Index:
 		return a.Index == spec.Index
@@ -240,9 +243,7 @@ func (s *state) grant(w *waiter, acc Account) {
 	l.State, l.GPU, l.GPUIndex, l.GPUName, l.GPUTotalBytes = StateGranted, acc.UUID, acc.Index, acc.Name, acc.TotalBytes
 	l.Granted, l.Expires = now, now.Add(l.TTL)
 	s.removeWaiter(w)
-	s.leases[l.ID] = l
-	s.invalidate()
-	s.pushExpiry(l)
+	s.addLease(l)
 	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
 	s.emit(EventGranted, l, "")
 	granted := l.clone()
@@ -251,7 +252,7 @@ func (s *state) grant(w *waiter, acc Account) {
 		return
 	}
 	deliver := s.answerAfterCommit()
-	s.journal.add(Change{Put: &granted}, func(err error) {
+	s.record(Change{Put: &granted}, func(err error) {
 		if err == nil {
 			deliver(func() { w.reply <- result{lease: granted} })
 			return
@@ -285,11 +286,10 @@ func (s *state) reject(w *waiter, err error) {
 
 // end finishes a granted lease as released or expired.
 func (s *state) end(l *Lease, st State, reason string) {
-	delete(s.leases, l.ID)
-	s.invalidate()
+	s.dropLease(l)
 	if s.journal != nil {
 		id, log := l.ID, s.log
-		s.journal.add(Change{Delete: id}, func(err error) {
+		s.record(Change{Delete: id}, func(err error) {
 			if err != nil {
 				log.Error("lease ended but could not be removed from the store", "lease", id, "err", err)
 			}

@@ -3,55 +3,73 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/wsched/wsched/daemon"
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement/inventory"
 )
+
+// benchOpts are the flags of `wsched bench lease`.
+type benchOpts struct {
+	conc, n, rounds       int
+	leases, waiters, gpus int
+	external              bool
+	idle                  time.Duration
+	restart, dispatch     bool
+}
 
 func newBenchCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure wsched against a baseline"}
-	var conc, n int
-	var external bool
+	var o benchOpts
 	lease := &cobra.Command{
 		Use:   "lease",
 		Short: "Grant+release cycles over the socket, next to a bare HTTP echo over a Unix socket",
 		Long: `Measure grant+release cycles (POST /v1/leases, DELETE /v1/leases/ID) over a Unix
-socket and, in the same run, the same two requests against a bare HTTP echo server on
-another Unix socket: the floor any Unix-socket HTTP API pays. Prints both and their
-ratio. By default it starts its own daemon (8 simulated 80 GiB GPUs, state in a temp
-dir, persisted as in production); --external measures the daemon at --socket instead.`,
+socket and, interleaved with them, the same two requests against a bare HTTP echo
+server on another Unix socket: the floor any Unix-socket HTTP API pays. The echo
+server runs in a process of its own, as the daemon does, and this process is the
+client of both. Rounds alternate between the two; each round's ratio is its
+lease cycle time over its echo cycle time, and the min/median/max over the rounds
+is printed with the rates and latencies.
+
+By default it starts a daemon (wsched serve) with --gpus simulated 80 GiB GPUs and
+its state (bbolt, fsync on) in a temp dir. --leases N and --waiters M load it
+first: N live leases spread over the GPUs and M requests waiting for memory that
+is not there, so the cycles are measured at that scale. --external measures the
+daemon at --socket instead (its leases and queue as they are, plus --leases and
+--waiters; they are withdrawn at the end).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if conc < 1 || n < 1 {
-				return fmt.Errorf("-c and -n must be at least 1")
+			if o.conc < 1 || o.n < 1 || o.rounds < 5 || o.gpus < 1 || o.leases < 0 || o.waiters < 0 || (o.dispatch && !o.external && o.gpus < o.conc) {
+				return fmt.Errorf("want -c ≥ 1, -n ≥ 1, --rounds ≥ 5, --gpus ≥ 1 (≥ -c with --dispatch), --leases and --waiters ≥ 0")
 			}
-			return a.benchLease(cmd.Context(), conc, n, external)
+			if o.external && (o.idle > 0 || o.restart) {
+				return fmt.Errorf("--idle and --restart need the daemon the bench starts, not --external")
+			}
+			return a.benchLease(cmd.Context(), o)
 		},
 	}
-	lease.Flags().IntVarP(&conc, "concurrency", "c", 8, "concurrent clients")
-	lease.Flags().IntVarP(&n, "requests", "n", 2000, "grant+release cycles in total")
-	lease.Flags().BoolVar(&external, "external", false, "measure the running daemon at --socket instead of an in-process one")
-	cmd.AddCommand(lease)
+	f := lease.Flags()
+	f.IntVarP(&o.conc, "concurrency", "c", 8, "concurrent clients")
+	f.IntVarP(&o.n, "requests", "n", 2000, "grant+release cycles in total (as many echo cycles)")
+	f.IntVar(&o.rounds, "rounds", 5, "interleaved rounds (at least 5)")
+	f.IntVar(&o.leases, "leases", 0, "live leases to load the daemon with before measuring")
+	f.IntVar(&o.waiters, "waiters", 0, "waiting requests to load the daemon with before measuring")
+	f.IntVar(&o.gpus, "gpus", 8, "simulated GPUs of the daemon it starts")
+	f.BoolVar(&o.external, "external", false, "measure the running daemon at --socket instead of starting one")
+	f.DurationVar(&o.idle, "idle", 0, "after the rounds, measure the daemon's CPU use while idle for this long")
+	f.BoolVar(&o.dispatch, "dispatch", false, "after the rounds, measure release → grant of a waiter with -c pairs (needs -c GPUs)")
+	f.BoolVar(&o.restart, "restart", false, "after the rounds, kill -9 the daemon and time its start-up with the leases")
+	cmd.AddCommand(lease, newEchoServerCmd())
 	return cmd
 }
 
-// benchResult summarises one measured run.
+// benchResult summarises measured cycles.
 type benchResult struct {
 	cycles  int
 	elapsed time.Duration
@@ -67,98 +85,125 @@ func (r benchResult) pct(p float64) time.Duration {
 	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 }
 
-func (a *app) benchLease(ctx context.Context, conc, n int, external bool) error {
-	dir, err := os.MkdirTemp("", "wsched-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	socket, where, stop, err := a.benchDaemon(ctx, dir, external)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	echo, stopEcho, err := startEcho(filepath.Join(dir, "echo.sock"))
-	if err != nil {
-		return err
-	}
-	defer stopEcho()
+// add merges another round into r.
+func (r *benchResult) add(o benchResult) {
+	r.cycles += o.cycles
+	r.elapsed += o.elapsed
+	r.lat = append(r.lat, o.lat...)
+}
 
-	lc := client.New(socket)
+func (a *app) benchLease(ctx context.Context, o benchOpts) error {
+	env, err := startBenchEnv(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer env.stop()
+	if o.external {
+		cfg, err := a.loadConfig()
+		if err != nil {
+			return err
+		}
+		if err := client.New(cfg.Daemon.Socket).Health(ctx); err != nil {
+			return err
+		}
+		env.socket, env.where = cfg.Daemon.Socket, "external at "+cfg.Daemon.Socket
+	}
+	lc := client.New(env.socket)
 	defer lc.Close()
-	leaseRes, err := measure(ctx, conc, n, func(ctx context.Context) error {
+	load, err := loadDaemon(ctx, env.socket, o)
+	if err != nil {
+		return err
+	}
+	defer load.stop(context.WithoutCancel(ctx))
+	leaseCycle := func(ctx context.Context) error {
 		l, err := lc.Acquire(ctx, api.LeaseRequest{MemoryBytes: units.GiB, TTLSeconds: 60})
 		if err != nil {
 			return err
 		}
 		_, err = lc.Release(ctx, l.ID)
 		return err
-	})
-	if err != nil {
+	}
+	echoCycle := echoClient(env.echo)
+	per := max(1, o.n/o.rounds)
+	// Warm both: connections, the daemon's first reading.
+	if _, err := measure(ctx, o.conc, min(per, 100), leaseCycle); err != nil {
 		return fmt.Errorf("lease cycle: %w", err)
 	}
-	ec := echoClient(echo)
-	echoRes, err := measure(ctx, conc, n, func(ctx context.Context) error { return ec(ctx) })
-	if err != nil {
+	if _, err := measure(ctx, o.conc, min(per, 100), echoCycle); err != nil {
 		return fmt.Errorf("echo cycle: %w", err)
 	}
-	fmt.Fprintf(a.out, "wsched bench lease: %d cycles of 2 requests, %d clients, daemon: %s\n\n", n, conc, where)
+	var leaseAll, echoAll benchResult
+	var ratios []float64
+	for r := 0; r < o.rounds; r++ {
+		var lr, er benchResult
+		first, second := &lr, &er
+		f1, f2 := leaseCycle, echoCycle
+		if r%2 == 1 { // alternate which goes first
+			first, second, f1, f2 = &er, &lr, echoCycle, leaseCycle
+		}
+		if *first, err = measure(ctx, o.conc, per, f1); err != nil {
+			return fmt.Errorf("round %d: %w", r+1, err)
+		}
+		if *second, err = measure(ctx, o.conc, per, f2); err != nil {
+			return fmt.Errorf("round %d: %w", r+1, err)
+		}
+		ratios = append(ratios, er.rate()/lr.rate())
+		leaseAll.add(lr)
+		echoAll.add(er)
+	}
+	if err := a.benchReport(o, env.where, load, leaseAll, echoAll, ratios); err != nil {
+		return err
+	}
+	if o.dispatch {
+		lat, err := dispatchLatency(ctx, lc, o.conc, max(10, 400/o.conc))
+		if err != nil {
+			return err
+		}
+		r := benchResult{lat: lat}
+		fmt.Fprintf(a.out, "dispatch (release → grant of a waiter), %d pairs, %d hand-overs: p50 %v  p99 %v  max %v\n", o.conc, len(lat),
+			r.pct(0.5).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
+	}
+	if o.idle > 0 {
+		pct, err := env.idleCPU(ctx, o.idle)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "daemon CPU while idle for %v with %d leases and %d waiting: %.2f%% of one core\n", o.idle, load.leases, load.waiters, pct)
+	}
+	if o.restart {
+		took, n, err := env.restart(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "daemon start-up after kill -9 with %d leases restored: %v\n", n, took.Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (a *app) benchReport(o benchOpts, where string, load *benchLoad, lease, echo benchResult, ratios []float64) error {
+	slices.Sort(lease.lat)
+	slices.Sort(echo.lat)
+	fmt.Fprintf(a.out, "wsched bench lease: %d rounds of %d cycles of 2 requests, %d clients, daemon: %s\n",
+		o.rounds, max(1, o.n/o.rounds), o.conc, where)
+	if load != nil && (load.leases > 0 || load.waiters > 0) {
+		fmt.Fprintf(a.out, "loaded with %d live leases and %d waiting requests (in %v)\n", load.leases, load.waiters, load.took.Round(time.Millisecond))
+	}
+	fmt.Fprintln(a.out)
 	t := &table{header: []string{"", "CYCLES/S", "P50", "P99"}, right: map[int]bool{1: true, 2: true, 3: true}}
 	for _, row := range []struct {
 		name string
 		r    benchResult
-	}{{"grant+release (wsched)", leaseRes}, {"bare HTTP echo (floor)", echoRes}} {
+	}{{"grant+release (wsched)", lease}, {"bare HTTP echo (floor)", echo}} {
 		t.add([]string{row.name, fmt.Sprintf("%.0f", row.r.rate()), row.r.pct(0.5).Round(time.Microsecond).String(), row.r.pct(0.99).Round(time.Microsecond).String()})
 	}
 	if err := t.render(a.out, ""); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(a.out, "\nratio: a grant+release cycle costs %.1fx a bare echo cycle (p50 %.1fx)\n",
-		echoRes.rate()/leaseRes.rate(), float64(leaseRes.pct(0.5))/float64(max(1, echoRes.pct(0.5))))
+	sorted := slices.Sorted(slices.Values(ratios))
+	_, err := fmt.Fprintf(a.out, "\nratio (cycle time / echo cycle time) over %d rounds: min %.2fx  median %.2fx  max %.2fx  (p50 %.2fx)\n",
+		len(ratios), sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1],
+		float64(lease.pct(0.5))/float64(max(1, echo.pct(0.5))))
 	return err
-}
-
-// benchDaemon returns the socket to measure: the configured one, or an
-// in-process daemon's.
-func (a *app) benchDaemon(ctx context.Context, dir string, external bool) (string, string, func(), error) {
-	if external {
-		cfg, err := a.loadConfig()
-		if err != nil {
-			return "", "", nil, err
-		}
-		if err := client.New(cfg.Daemon.Socket).Health(ctx); err != nil {
-			return "", "", nil, err
-		}
-		return cfg.Daemon.Socket, "external at " + cfg.Daemon.Socket, func() {}, nil
-	}
-	cfg := config.Defaults()
-	cfg.Daemon.StateDir = filepath.Join(dir, "state")
-	cfg.Inventory.Provider = inventory.ProviderSim
-	for i := 0; i < 8; i++ {
-		cfg.Inventory.Sim = append(cfg.Inventory.Sim, inventory.SimGPU{Name: "Simulated 80GB GPU", Memory: units.Bytes(80 * units.GiB)})
-	}
-	socket := filepath.Join(dir, "wsched.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		return "", "", nil, err
-	}
-	d, err := daemon.New(daemon.Options{Config: cfg, Listener: ln, Log: slog.New(slog.DiscardHandler), Version: version})
-	if err != nil {
-		return "", "", nil, err
-	}
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = d.Run(dctx); close(done) }()
-	c := client.New(socket)
-	defer c.Close()
-	for i := 0; c.Health(ctx) != nil; i++ {
-		if i > 100 {
-			cancel()
-			return "", "", nil, fmt.Errorf("in-process daemon did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return socket, "in-process (8 simulated GPUs, bbolt state on disk)", func() { cancel(); <-done }, nil
 }
 
 // measure runs n cycles of f from conc goroutines.
@@ -170,9 +215,7 @@ func measure(ctx context.Context, conc, n int, f func(context.Context) error) (b
 	var wg sync.WaitGroup
 	start := time.Now()
 	for g := 0; g < conc; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				mu.Lock()
 				i := next
@@ -190,12 +233,10 @@ func measure(ctx context.Context, conc, n int, f func(context.Context) error) (b
 				}
 				lat[i] = time.Since(t0)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	r := benchResult{cycles: n, elapsed: time.Since(start), lat: lat}
-	slices.Sort(r.lat)
-	return r, firstErr
+	return benchResult{cycles: n, elapsed: time.Since(start), lat: lat}, firstErr
 }
 
 func cmpErr(a, b error) error {
@@ -203,44 +244,4 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// startEcho serves a bare HTTP echo on a Unix socket: the floor.
-func startEcho(path string) (string, func(), error) {
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.Copy(w, r.Body)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return path, func() { _ = srv.Close() }, nil
-}
-
-// echoClient makes the same two requests a lease cycle makes.
-func echoClient(socket string) func(context.Context) error {
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConnsPerHost: 64,
-	}}
-	body := `{"memory_bytes":1073741824,"ttl_seconds":60}`
-	one := func(ctx context.Context, method string) error {
-		req, _ := http.NewRequestWithContext(ctx, method, "http://echo/v1/leases", strings.NewReader(body))
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
-	}
-	return func(ctx context.Context) error {
-		if err := one(ctx, http.MethodPost); err != nil {
-			return err
-		}
-		return one(ctx, http.MethodDelete)
-	}
 }

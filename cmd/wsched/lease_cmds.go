@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -227,9 +228,10 @@ func newEventsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			lines := json.NewEncoder(a.out) // JSON Lines: one compact object a line
 			err = c.Events(cmd.Context(), func(ev api.Event) error {
 				if asJSON {
-					return a.printJSON(ev)
+					return lines.Encode(ev)
 				}
 				_, err := fmt.Fprintln(a.out, eventLine(ev))
 				return err
@@ -240,7 +242,7 @@ func newEventsCmd(a *app) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print events as JSON, one object each")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print events as JSON Lines (one compact object a line)")
 	return cmd
 }
 

@@ -80,12 +80,33 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
 }
 
+// writeJSON answers v as compact JSON, or indented when the request asked
+// for ?pretty (see prettyJSON).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if _, ok := w.(*prettyWriter); ok {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
+}
+
+// prettyWriter marks a response whose request asked for indented JSON.
+type prettyWriter struct{ http.ResponseWriter }
+
+// Unwrap keeps http.ResponseController (flushing) working through it.
+func (p *prettyWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// prettyJSON makes writeJSON indent the answers of requests with a
+// `pretty` query parameter (?pretty, ?pretty=1); others get compact JSON.
+func prettyJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" && r.URL.Query().Has("pretty") {
+			w = &prettyWriter{w}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // decodeBody reads a JSON request body strictly: at most api.MaxBodyBytes

@@ -10,7 +10,6 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/api/convert"
-	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
@@ -93,7 +92,7 @@ func (s *Server) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holde
 	if h != nil && h.PID != 0 {
 		pid = h.PID
 	}
-	info, err := procwatch.Read(s.procRoot, pid)
+	info, err := s.watch.Lookup(s.procRoot, pid)
 	if err != nil {
 		return placement.Holder{}, badRequest("invalid_field", "field holder.pid: %v", err)
 	}
@@ -129,11 +128,11 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := s.eng.Acquire(r.Context(), req)
 	if err != nil {
-		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
+		s.log.Debug("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)
 		return
 	}
-	s.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	out := convert.FromLease(l)
 	out.Estimate = est
 	writeJSON(w, http.StatusCreated, out)
@@ -173,11 +172,11 @@ func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string
 		l, err = f(r.Context(), l)
 	}
 	if err != nil {
-		s.log.Info("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
+		s.log.Debug("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
 		writeError(w, err)
 		return
 	}
-	s.log.Info("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	s.log.Debug("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
 	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
@@ -211,7 +210,7 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	info, err := procwatch.Read(s.procRoot, body.PID)
+	info, err := s.watch.Lookup(s.procRoot, body.PID)
 	if err != nil {
 		writeError(w, badRequest("invalid_field", "field pid: %v", err))
 		return

@@ -83,11 +83,15 @@ type monitorStream struct {
 	rc   *http.ResponseController
 	peer Peer
 	seq  uint64
+	enc  *sseEncoder
 }
 
 func (m *monitorStream) send(event string, v any) error {
 	m.seq++
-	if err := writeSSE(m.w, m.seq, event, v); err != nil {
+	if m.enc == nil {
+		m.enc = newSSEEncoder()
+	}
+	if err := m.enc.write(m.w, m.seq, event, v); err != nil {
 		return fmt.Errorf("write %s frame: %w", event, err)
 	}
 	return m.rc.Flush()

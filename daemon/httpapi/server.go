@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
@@ -62,10 +63,12 @@ type Learned interface {
 	Contexts(key string) ([]int64, error)
 }
 
-// Watcher watches processes whose exit ends or shrinks a lease
-// (*procwatch.Watcher).
+// Watcher watches processes whose exit ends or shrinks a lease, and knows
+// who they are: Lookup reads /proc once per process and caches it while the
+// process lives (*procwatch.Watcher).
 type Watcher interface {
 	Watch(pid int) error
+	Lookup(procRoot string, pid int) (procwatch.Info, error)
 }
 
 var (
@@ -161,5 +164,5 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	return s.metrics.instrument(mux)
+	return s.metrics.instrument(prettyJSON(mux))
 }

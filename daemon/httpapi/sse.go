@@ -1,21 +1,45 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
-// writeSSE writes one Server-Sent Event with an id, a type and JSON data.
-func writeSSE(w io.Writer, id uint64, event string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
+// write writes one Server-Sent Event with an id, a type and JSON data,
+// framed and encoded into the encoder's buffer and written with one Write.
+func (e *sseEncoder) write(w io.Writer, id uint64, event string, v any) error {
+	e.buf.Reset()
+	b := e.buf.AvailableBuffer()
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	e.buf.Write(b)
+	if err := e.enc.Encode(v); err != nil { // ends the data line with \n
 		return fmt.Errorf("encode event: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, data)
+	e.buf.WriteByte('\n')
+	_, err := w.Write(e.buf.Bytes())
 	return err
+}
+
+// sseEncoder encodes the events of one stream: one buffer and one JSON
+// encoder, reused for every event.
+type sseEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newSSEEncoder() *sseEncoder {
+	e := &sseEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	return e
 }
 
 // streamSSE answers with an event stream of what arrives on ch until the
@@ -33,6 +57,7 @@ func streamSSE[T any](w http.ResponseWriter, r *http.Request, ch <-chan T, closi
 	keepalive := time.NewTimer(15 * time.Second)
 	defer keepalive.Stop()
 	var seq uint64
+	enc := newSSEEncoder()
 	for {
 		select {
 		case <-r.Context().Done():
@@ -47,7 +72,7 @@ func streamSSE[T any](w http.ResponseWriter, r *http.Request, ch <-chan T, closi
 			}
 			seq++
 			event, data := frame(item)
-			if err := writeSSE(w, seq, event, data); err != nil {
+			if err := enc.write(w, seq, event, data); err != nil {
 				return
 			}
 		}

@@ -19,10 +19,11 @@ type Watcher struct {
 	exited chan int
 
 	mu      sync.Mutex
-	byPID   map[int]int // pid → pidfd (−1 when polling)
-	byFD    map[int]int // pidfd → pid
-	epfd    int         // −1 when polling
-	wakeFD  int         // eventfd that interrupts epoll_wait
+	byPID   map[int]int  // pid → pidfd (−1 when polling)
+	byFD    map[int]int  // pidfd → pid
+	info    map[int]Info // pid → what /proc said when its pidfd was opened
+	epfd    int          // −1 when polling
+	wakeFD  int          // eventfd that interrupts epoll_wait
 	closed  bool
 	polling bool
 }
@@ -32,7 +33,7 @@ const PollInterval = 250 * time.Millisecond
 
 // NewWatcher returns a watcher; Run must run for exits to be reported.
 func NewWatcher(log *slog.Logger) (*Watcher, error) {
-	w := &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{}, epfd: -1, wakeFD: -1}
+	w := &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{}, info: map[int]Info{}, epfd: -1, wakeFD: -1}
 	fd, err := unix.PidfdOpen(unix.Getpid(), 0)
 	if err != nil {
 		log.Warn("pidfd unavailable; watching holders by polling", "interval", PollInterval, "err", err)
@@ -61,47 +62,56 @@ func (w *Watcher) Exited() <-chan int { return w.exited }
 // Watch starts watching pid. A process that is already gone is reported at
 // once. Watching a PID twice is harmless.
 func (w *Watcher) Watch(pid int) error {
+	gone, err := w.open(pid)
+	if gone {
+		w.gone(pid)
+	}
+	return err
+}
+
+// open opens pid's pidfd and adds it to the epoll set; gone is true when
+// there is no such process.
+func (w *Watcher) open(pid int) (gone bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return errors.New("watcher closed")
+		return false, errors.New("watcher closed")
 	}
 	if _, ok := w.byPID[pid]; ok {
-		return nil
+		return false, nil
 	}
 	if w.polling {
 		w.byPID[pid] = -1
-		return nil
+		return false, nil
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		w.gone(pid)
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+		return false, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("epoll_ctl pidfd %d: %w", pid, err)
+		return false, fmt.Errorf("epoll_ctl pidfd %d: %w", pid, err)
 	}
 	w.byPID[pid], w.byFD[fd] = fd, pid
-	return nil
+	return false, nil
 }
 
 // WatchProcess watches pid if it is still the process that started at
 // startTicks (0: any); a PID that was reused is reported as exited at once.
+// The start time is compared with the one cached when the pidfd was opened
+// (see Lookup): watching a holder already looked up reads nothing from /proc.
 func (w *Watcher) WatchProcess(procRoot string, pid int, startTicks uint64) error {
-	if err := w.Watch(pid); err != nil {
-		return err
-	}
-	// The pidfd now pins whichever process has the PID: make sure it is ours.
-	if !Alive(procRoot, pid, startTicks) {
+	info, err := w.Lookup(procRoot, pid)
+	if errors.Is(err, ErrNoProcess) || (err == nil && startTicks != 0 && info.StartTicks != startTicks) {
 		w.Unwatch(pid)
 		w.gone(pid)
+		return nil
 	}
-	return nil
+	return err
 }
 
 // gone reports pid as exited without blocking the caller.
@@ -126,6 +136,7 @@ func (w *Watcher) forget(pid int) {
 		return
 	}
 	delete(w.byPID, pid)
+	delete(w.info, pid)
 	if fd >= 0 {
 		delete(w.byFD, fd)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)

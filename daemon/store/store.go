@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,20 +28,32 @@ const FileName = "wsched.db"
 
 var bucketLeases = []byte("leases")
 
-// DB is the daemon's database.
+// DB is the daemon's database. Lease changes go to the lease journal
+// (wal.go) and reach bbolt at compaction.
 type DB struct {
-	db *bolt.DB
+	db  *bolt.DB
+	mu  sync.Mutex // serialises the journal
+	wal *wal
 }
 
 var _ placement.Store = (*DB)(nil)
 
-// Open opens (creating if needed) the database in dir.
-func Open(dir string) (*DB, error) {
+// Open opens (creating if needed) the database in dir, without logging.
+func Open(dir string) (*DB, error) { return OpenLogged(dir, nil) }
+
+// OpenLogged opens (creating if needed) the database and the lease journal
+// in dir and replays the journal (it is compacted into the database when it
+// has grown, and at Close). A torn journal tail is truncated and logged to
+// log.
+func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: 64 << 20})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}
@@ -53,24 +68,58 @@ func Open(dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db}
+	if d.wal, err = openWAL(filepath.Join(dir, WALName), log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close compacts the lease journal into the database and closes both.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.compact()
+	err = errors.Join(err, d.wal.close(), d.db.Close())
+	return err
+}
 
 // Bolt exposes the underlying database for packages that keep their own
 // buckets in it.
 func (d *DB) Bolt() *bolt.DB { return d.db }
 
 // PutLease stores a lease (implements placement.Store).
-func (d *DB) PutLease(l placement.Lease) error { return Put(d.db, bucketLeases, l.ID, l) }
+func (d *DB) PutLease(l placement.Lease) error {
+	return d.Apply([]placement.Change{{Put: &l}})
+}
 
 // DeleteLease removes a lease (implements placement.Store).
-func (d *DB) DeleteLease(id string) error { return Delete(d.db, bucketLeases, id) }
+func (d *DB) DeleteLease(id string) error {
+	return d.Apply([]placement.Change{{Delete: id}})
+}
 
 // Leases returns every stored lease.
-func (d *DB) Leases() ([]placement.Lease, error) { return List[placement.Lease](d.db, bucketLeases) }
+func (d *DB) Leases() ([]placement.Lease, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	stored, err := List[placement.Lease](d.db, bucketLeases)
+	if err != nil || len(d.wal.pending) == 0 {
+		return stored, err
+	}
+	out := stored[:0]
+	for _, l := range stored {
+		if _, changed := d.wal.pending[l.ID]; !changed {
+			out = append(out, l)
+		}
+	}
+	for _, l := range d.wal.pending {
+		if l != nil {
+			out = append(out, *l)
+		}
+	}
+	return out, nil
+}
 
 // Put stores v as JSON under key in bucket (created if needed), durably.
 func Put(db *bolt.DB, bucket []byte, key string, v any) error {
@@ -114,16 +163,39 @@ func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
-			var t T
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucket, k, err)
-			}
-			out = append(out, t)
+		var keys, vals [][]byte // valid for the transaction
+		if err := b.ForEach(func(k, v []byte) error {
+			keys, vals = append(keys, k), append(vals, v)
 			return nil
+		}); err != nil {
+			return err
+		}
+		out = make([]T, len(vals))
+		return decodeAll(vals, out, func(i int, err error) error {
+			return fmt.Errorf("decode %s/%s: %w", bucket, keys[i], err)
 		})
 	})
 	return out, err
+}
+
+// decodeAll decodes vals[i] into out[i], on every CPU: a daemon restoring
+// 100k leases spends its start-up here.
+func decodeAll[T any](vals [][]byte, out []T, wrap func(int, error) error) error {
+	workers := min(runtime.GOMAXPROCS(0), 1+len(vals)/256)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for i := w; i < len(vals); i += workers {
+				if err := json.Unmarshal(vals[i], &out[i]); err != nil {
+					errs[w] = wrap(i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Get decodes one value; found is false when the key is absent.
@@ -148,31 +220,50 @@ func Get[T any](db *bolt.DB, bucket []byte, key string) (t T, found bool, err er
 
 var _ placement.BatchStore = (*DB)(nil)
 
-// Apply commits several lease changes in one transaction: one fsync for a
-// whole group of grants and releases (placement's group commit).
+// Apply makes several lease changes durable together: appended to the
+// lease journal with one fdatasync for a whole group of grants and
+// releases (placement's group commit). When the journal has grown past
+// walCompactBytes its changes are written into bbolt and it starts over.
 func (d *DB) Apply(changes []placement.Change) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.wal.append(changes); err != nil {
+		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
+	}
+	if d.wal.size >= walCompactBytes {
+		return d.compact()
+	}
+	return nil
+}
+
+// compact writes the journal's changes into bbolt in one transaction, then
+// empties the journal. A crash between the two replays the journal over
+// what bbolt already has: the same result.
+func (d *DB) compact() error {
+	if len(d.wal.pending) == 0 {
+		return d.wal.reset()
+	}
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLeases)
-		for _, c := range changes {
-			switch {
-			case c.Put != nil:
-				data, err := json.Marshal(c.Put)
-				if err != nil {
-					return fmt.Errorf("encode lease %s: %w", c.Put.ID, err)
-				}
-				if err := b.Put([]byte(c.Put.ID), data); err != nil {
+		for id, l := range d.wal.pending {
+			if l == nil {
+				if err := b.Delete([]byte(id)); err != nil {
 					return err
 				}
-			case c.Delete != "":
-				if err := b.Delete([]byte(c.Delete)); err != nil {
-					return err
-				}
+				continue
+			}
+			data, err := json.Marshal(l)
+			if err != nil {
+				return fmt.Errorf("encode lease %s: %w", id, err)
+			}
+			if err := b.Put([]byte(id), data); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
+		return fmt.Errorf("compact lease journal: %w", err)
 	}
-	return nil
+	return d.wal.reset()
 }

@@ -1,6 +1,8 @@
 package upkeep
 
 import (
+	"context"
+
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -12,45 +14,65 @@ const maxAncestry = 32
 // attribute finds the GPU processes started by a lease's holder (a Python
 // app's worker processes under `wsched run`, say): for each process NVML
 // lists that no lease claims, it walks the parent chain in /proc until it
-// meets a lease's holder or registered PID.
-func (u *Upkeep) attribute(snap inventory.Snapshot, v placement.View) []placement.Attribution {
-	owner := map[int]string{}
-	for _, g := range v.GPUs {
-		for _, l := range g.Leases {
-			owner[l.Holder.PID] = l.ID
-			for _, pid := range l.PIDs {
-				owner[pid] = l.ID
-			}
-		}
-	}
-	if len(owner) == 0 {
-		return nil
-	}
-	var out []placement.Attribution
+// meets a lease's holder or registered PID. The engine is asked only about
+// the processes in the reading and their ancestors, so a refresh costs what
+// the GPUs run, not what is leased.
+func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]placement.Attribution, error) {
+	var pids []int
 	for _, g := range snap.GPUs {
 		for _, p := range g.Processes {
-			if _, claimed := owner[p.PID]; claimed {
-				continue
-			}
-			if id, ok := u.ancestorLease(p.PID, owner); ok {
-				owner[p.PID] = id
-				out = append(out, placement.Attribution{Lease: id, PID: p.PID})
-			}
+			pids = append(pids, p.PID)
 		}
 	}
-	return out
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	owner, leases, err := u.opts.Engine.Owners(ctx, pids)
+	if err != nil || leases == 0 {
+		return nil, err
+	}
+	chains := map[int][]int{} // unclaimed process → its ancestors, nearest first
+	var ancestors []int
+	for _, pid := range pids {
+		if _, claimed := owner[pid]; claimed {
+			continue
+		}
+		if _, done := chains[pid]; !done {
+			chains[pid] = u.ancestry(pid)
+			ancestors = append(ancestors, chains[pid]...)
+		}
+	}
+	if len(ancestors) == 0 {
+		return nil, nil
+	}
+	up, _, err := u.opts.Engine.Owners(ctx, ancestors)
+	if err != nil {
+		return nil, err
+	}
+	var out []placement.Attribution
+	for _, pid := range pids {
+		for _, a := range chains[pid] {
+			if id, ok := up[a]; ok {
+				out = append(out, placement.Attribution{Lease: id, PID: pid})
+				break
+			}
+		}
+		delete(chains, pid) // a process listed on two GPUs is attributed once
+	}
+	return out, nil
 }
 
-func (u *Upkeep) ancestorLease(pid int, owner map[int]string) (string, bool) {
+// ancestry returns pid's parent chain from /proc, nearest first, up to
+// maxAncestry long.
+func (u *Upkeep) ancestry(pid int) []int {
+	var chain []int
 	for i := 0; i < maxAncestry && pid > 1; i++ {
 		info, err := procwatch.Read(u.opts.ProcRoot, pid)
 		if err != nil {
-			return "", false
+			break
 		}
-		if id, ok := owner[info.PPID]; ok {
-			return id, true
-		}
+		chain = append(chain, info.PPID)
 		pid = info.PPID
 	}
-	return "", false
+	return chain
 }

@@ -24,30 +24,43 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover leases: %w", err)
 	}
 	var keep []placement.Lease
+	var gone []placement.Change
 	now := time.Now()
 	for _, l := range stored {
-		if !procwatch.Alive(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks) {
+		if !u.holderAlive(l.Holder) {
 			u.log.Info("lease released: its holder exited while the daemon was down", "lease", l.ID, "holder", l.Holder.PID)
-			if err := u.opts.Store.DeleteLease(l.ID); err != nil {
-				return fmt.Errorf("recover leases: %w", err)
-			}
+			gone = append(gone, placement.Change{Delete: l.ID})
 			continue
 		}
 		l.PIDs = u.alive(l.PIDs)
 		u.resumeTTL(&l, now)
 		keep = append(keep, l)
 	}
-	if err := u.opts.Engine.Restore(ctx, keep); err != nil {
-		return fmt.Errorf("recover leases: %w", err)
+	if len(gone) > 0 {
+		if err := u.opts.Store.Apply(gone); err != nil { // one commit for all
+			return fmt.Errorf("recover leases: %w", err)
+		}
 	}
 	for _, l := range keep {
-		u.watchLease(l)
+		u.watchLease(l) // an exit from now on is reported once Run follows exits
 	}
-	u.log.Info("leases recovered", "restored", len(keep), "released", len(stored)-len(keep))
+	restored := len(keep)
+	if err := u.opts.Engine.Restore(ctx, keep); err != nil { // keep is the engine's now
+		return fmt.Errorf("recover leases: %w", err)
+	}
+	u.log.Info("leases recovered", "restored", restored, "released", len(stored)-restored)
 	if err := u.observe(ctx); err != nil {
 		return fmt.Errorf("recover: first GPU reading: %w", err)
 	}
 	return nil
+}
+
+// holderAlive reports whether the holder still runs (and is the process
+// that started then). The watcher reads /proc once per process, however
+// many leases it holds.
+func (u *Upkeep) holderAlive(h placement.Holder) bool {
+	info, err := u.opts.Watcher.Lookup(u.opts.ProcRoot, h.PID)
+	return err == nil && (h.StartTicks == 0 || info.StartTicks == h.StartTicks)
 }
 
 // resumeTTL gives a live holder's lease the time the outage took from it:

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -25,6 +26,7 @@ type Engine interface {
 	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
+	Owners(ctx context.Context, pids []int) (map[int]string, int, error)
 }
 
 // Store holds the leases of the previous run and what is learned
@@ -32,6 +34,8 @@ type Engine interface {
 type Store interface {
 	Leases() ([]placement.Lease, error)
 	DeleteLease(id string) error
+	// Apply commits several lease changes at once.
+	Apply(changes []placement.Change) error
 	RecordPeak(k estimator.Key, bytes int64) error
 	RecordContext(key string, bytes int64) error
 }
@@ -40,6 +44,7 @@ type Store interface {
 type Watcher interface {
 	Watch(pid int) error
 	WatchProcess(procRoot string, pid int, startTicks uint64) error
+	Lookup(procRoot string, pid int) (procwatch.Info, error)
 	Exited() <-chan int
 }
 
@@ -174,7 +179,10 @@ func (u *Upkeep) observe(ctx context.Context) error {
 		u.log.Warn("GPU reading failed", "err", err)
 		return nil
 	}
-	attrs := u.attribute(snap, u.opts.Engine.View())
+	attrs, err := u.attribute(ctx, snap)
+	if err != nil {
+		return err
+	}
 	if err := u.opts.Engine.Observe(ctx, snap, attrs...); err != nil {
 		if ctx.Err() != nil || errors.Is(err, placement.ErrStopped) {
 			return err

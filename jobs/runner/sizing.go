@@ -21,9 +21,10 @@ const whisperBestOf = 5
 // on the CPU) and is whisper.cpp's own default.
 const whisperFlashAttention = true
 
-// Viewer gives the placement engine's published view (*placement.Engine).
+// Viewer gives the placement engine's published accounts and driver
+// (*placement.Engine), without its leases.
 type Viewer interface {
-	View() placement.View
+	Accounts() ([]placement.Account, string)
 }
 
 // Sizer estimates memory for models against the GPUs the engine sees now
@@ -38,11 +39,11 @@ func NewSizer(est *estimator.Estimator, eng Viewer) *Sizer { return &Sizer{est: 
 
 // Estimate answers req for the GPUs it names, or for every GPU when none.
 func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
-	v := z.eng.View()
+	accts, driver := z.eng.Accounts()
 	if len(req.GPUs) == 0 {
-		req.GPUs = FreeMemory(v)
+		req.GPUs = FreeMemory(accts)
 	}
-	req.Driver = cmp.Or(req.Driver, v.Driver)
+	req.Driver = cmp.Or(req.Driver, driver)
 	return z.est.Estimate(req)
 }
 
@@ -50,8 +51,8 @@ func (z *Sizer) Estimate(req estimator.Request) (estimator.Result, error) {
 // with what it has learned for that model) and recommends the largest, since
 // the placement engine has not chosen a GPU yet.
 func (z *Sizer) EstimateAnyGPU(req estimator.Request) (estimator.Result, error) {
-	v := z.eng.View()
-	req.GPUs, req.Driver = FreeMemory(v), cmp.Or(req.Driver, v.Driver)
+	accts, driver := z.eng.Accounts()
+	req.GPUs, req.Driver = FreeMemory(accts), cmp.Or(req.Driver, driver)
 	res, err := z.est.Estimate(req)
 	if err != nil {
 		return res, err
@@ -64,7 +65,8 @@ func (z *Sizer) EstimateAnyGPU(req estimator.Request) (estimator.Result, error) 
 
 // gpuName is the name of GPU index in the engine's view ("" if unknown).
 func (z *Sizer) gpuName(index int) string {
-	for _, g := range z.eng.View().GPUs {
+	accts, _ := z.eng.Accounts()
+	for _, g := range accts {
 		if g.Index == index {
 			return g.Name
 		}
@@ -72,10 +74,10 @@ func (z *Sizer) gpuName(index int) string {
 	return ""
 }
 
-// FreeMemory lists each GPU of a view with its available memory.
-func FreeMemory(v placement.View) []estimator.GPUFree {
+// FreeMemory lists each GPU with its available memory.
+func FreeMemory(accts []placement.Account) []estimator.GPUFree {
 	out := []estimator.GPUFree{}
-	for _, g := range v.GPUs {
+	for _, g := range accts {
 		out = append(out, estimator.GPUFree{Index: g.Index, Name: g.Name, AvailableBytes: g.AvailableOrZero()})
 	}
 	return out
@@ -129,7 +131,7 @@ func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, re
 // RetryBytes, what the last OOM showed it needs (retryBytes).
 func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
 	if m.MemoryBytes > 0 { // configured: the operator knows best
-		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.eng.View().Driver)}
+		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.driver())}
 		return max(int64(float64(m.MemoryBytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
 	}
 	req, err := m.EstimateRequest()
@@ -158,4 +160,10 @@ func (r *Runner) learnRaised(key estimator.Key, bytes int64) {
 	if err := r.learn.RecordPeak(key, bytes); err != nil {
 		r.log.Warn("cannot record a raised estimate for learning", "err", err)
 	}
+}
+
+// driver is the NVIDIA driver version the engine last read.
+func (z *Sizer) driver() string {
+	_, d := z.eng.Accounts()
+	return d
 }
