@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsched/wsched/daemon/connlimit"
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/daemon/store"
 	"github.com/wsched/wsched/daemon/upkeep"
@@ -56,6 +57,7 @@ type Daemon struct {
 	host     *host.Host
 	jobs     *jobs.Manager
 
+	conns      *connlimit.Counter // open connections, per uid (serve)
 	listener   net.Listener
 	socket     string
 	tcpAddr    string // the TCP listener's address, when configured

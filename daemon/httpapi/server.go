@@ -150,5 +150,5 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	return s.metrics.instrument(mux)
+	return s.deadlines(s.metrics.instrument(mux))
 }

@@ -25,6 +25,7 @@ const (
 // fields are returned (repeated fields joined by commas).
 func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
 	limit := int64(s.cfg.Jobs.MaxUpload)
+	s.uploadDeadline(w)
 	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
 	mr, err := r.MultipartReader()
 	if err != nil {
