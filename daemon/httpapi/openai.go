@@ -46,6 +46,10 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 func (s *Server) openAITranscription(translate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		peer := peerFrom(r.Context())
+		if err := s.admitJob(r.Context(), peer); err != nil {
+			writeOpenAIError(w, err)
+			return
+		}
 		form, path, err := s.readUpload(w, r)
 		if err == nil && path == "" {
 			err = badRequest("invalid_request", "a file part named \"file\" is required")

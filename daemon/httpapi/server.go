@@ -101,6 +101,7 @@ type Server struct {
 	log      *slog.Logger
 	procRoot string
 	metrics  *metrics
+	pending  inflight // lease requests per uid ([limits] queued)
 }
 
 // New returns the API over opts' components.
