@@ -165,6 +165,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
+	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
 	srv := d.serve(api, ln, tcp)
 	d.notifyReady()
 
@@ -177,6 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("shutting down")
 	srv.shutdown()
 	stopMetrics()
+	stopEvents()
 	stopJobs()
 	stopHost() // backends stop and their leases are released while the engine runs
 	bg.stop()

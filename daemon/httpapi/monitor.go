@@ -34,7 +34,7 @@ type monitorEvent struct {
 // client may see. It ends with "lagged" when the client fell behind (reload).
 func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	placed, stopPlaced, err := s.eng.Subscribe(ctx)
+	placed, stopPlaced, err := s.hub.subscribe(ctx, peerFrom(ctx))
 	if err != nil {
 		writeError(w, err)
 		return

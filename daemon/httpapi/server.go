@@ -102,6 +102,7 @@ type Server struct {
 	procRoot string
 	metrics  *metrics
 	pending  inflight // lease requests per uid ([limits] queued)
+	hub      *hub     // the event streams' one engine subscription
 }
 
 // New returns the API over opts' components.
@@ -117,6 +118,7 @@ func New(opts Options) *Server {
 		s.procRoot = "/proc"
 	}
 	s.metrics = newMetrics(s.eng, s.jobs)
+	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers)
 	return s
 }
 

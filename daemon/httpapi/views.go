@@ -76,7 +76,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // goes away or the daemon stops. A client that falls behind gets a final
 // "lagged" event and should reconnect.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	ch, cancel, err := s.eng.Subscribe(r.Context())
+	ch, cancel, err := s.hub.subscribe(r.Context(), peerFrom(r.Context()))
 	if err != nil {
 		writeError(w, err)
 		return
