@@ -13,8 +13,11 @@ import (
 var fakeRoot string
 
 func TestMain(m *testing.M) {
-	if asuser.Helper() == "requests" {
+	switch asuser.Helper() {
+	case "requests":
 		os.Exit(requestsHelper(os.Args[1:]))
+	case "get":
+		os.Exit(getHelper(os.Args[1:]))
 	}
 	os.Exit(testtmp.Run(func() int {
 		dir, err := os.MkdirTemp("", "wsched-daemon-test-")
