@@ -76,7 +76,19 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: "unhealthy", err: fmt.Errorf("placement loop does not answer: %w", err)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	d := s.disk()
+	status := "ok"
+	switch {
+	case d.Err != "":
+		status = "disk_unknown"
+	case d.Low:
+		status = "disk_low"
+	case d.SpoolQuota > 0 && d.SpoolUsed >= d.SpoolQuota:
+		status = "spool_full"
+	}
+	// 200 either way: uploads are refused, leases still work; a restart
+	// would not free the disk.
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "disk": d})
 }
 
 // events streams placement events as Server-Sent Events until the client
