@@ -16,6 +16,10 @@ func TestMain(m *testing.M) {
 	switch asuser.Helper() {
 	case "requests":
 		os.Exit(requestsHelper(os.Args[1:]))
+	case "hold":
+		os.Exit(holdHelper(os.Args[1:]))
+	case "streams":
+		os.Exit(streamsHelper(os.Args[1:]))
 	case "get":
 		os.Exit(getHelper(os.Args[1:]))
 	}
