@@ -282,3 +282,44 @@ func TestSocketActivation(t *testing.T) {
 // notListening reports whether a connection failed because nothing listens
 // on the socket (yet): it does not exist, or is bound but not listening.
 func notListening(err error) bool { return errors.Is(err, client.ErrUnreachable) }
+
+// TestRunKilledTakesChildAlong: `wsched run` killed with SIGKILL cannot
+// forward anything and its lease ends at once; its child must not keep
+// using the GPU (PR_SET_PDEATHSIG).
+func TestRunKilledTakesChildAlong(t *testing.T) {
+	e := newE2E(t)
+	e.serve()
+	cmd := e.wsched("run", "--", "sh", "-c", `echo $$; exec sleep 120`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatalf("child pid: %v", err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d still runs 10 s after wsched run was killed", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
