@@ -323,3 +323,45 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestLeaseInCommandSubstitution: `eval "$(wsched lease … 2>/dev/null)"`
+// runs wsched in a subshell bash forks for the substitution; the lease must
+// belong to the shell, not end with the subshell.
+func TestLeaseInCommandSubstitution(t *testing.T) {
+	e := newE2E(t)
+	e.serve()
+	cmd := e.wsched()
+	script := fmt.Sprintf(`eval "$(%s lease --memory 1MiB 2>/dev/null)"; echo "$WSCHED_LEASE_ID"; read x`, os.Args[0])
+	cmd.Path, cmd.Args = "/bin/bash", []string{"bash", "-c", script}
+	if p, err := exec.LookPath("bash"); err == nil {
+		cmd.Path = p
+	}
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if _, err := fmt.Fscan(out, &id); err != nil {
+		t.Fatalf("no lease id: %v", err)
+	}
+	c := e.client()
+	defer c.Close()
+	time.Sleep(500 * time.Millisecond) // the subshell is long gone
+	l, err := c.Lease(context.Background(), id)
+	if err != nil || l.State != "granted" || l.Holder.PID != cmd.Process.Pid {
+		t.Errorf("lease in the shell: %+v %v; want granted, held by the shell (pid %d)", l, err, cmd.Process.Pid)
+	}
+	stdin.Close()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if l, err := c.Lease(context.Background(), id); err == nil && l.State != "granted" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease outlived its shell")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
