@@ -5,9 +5,14 @@ import (
 	"syscall"
 
 	"github.com/wsched/wsched/daemon/procwatch"
+	"github.com/wsched/wsched/daemon/upkeep"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins/host"
 )
+
+// The host reads the GPUs through upkeep after a backend starts (its CUDA
+// context), loads, and finishes each job.
+var _ host.StartSampler = (*upkeep.Upkeep)(nil)
 
 // newHost builds the plugin host: backends run under leases of the
 // daemon's engine, held by the daemon's own process.

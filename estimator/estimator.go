@@ -255,7 +255,7 @@ func (e *Estimator) estimateOn(req Request, gpuModel string) (Result, error) {
 		return Result{}, err
 	}
 	f.key.GPUModel, f.key.Driver = gpuModel, DriverMajor(req.Driver)
-	if err := e.applyLearnedContext(&f, gpuModel); err != nil {
+	if err := e.applyLearnedContext(&f, gpuModel, req.Driver); err != nil {
 		return Result{}, err
 	}
 	res := Result{

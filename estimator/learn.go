@@ -51,8 +51,18 @@ func (k Key) String() string {
 	return strings.Join(parts, "|")
 }
 
+// ContextKey is what a measured CUDA context is stored under: the GPU model
+// and, when known, the driver's major version (a new driver moves the
+// context): "NVIDIA H100 80GB HBM3|580".
+func ContextKey(gpuModel, driver string) string {
+	if d := DriverMajor(driver); d != "" {
+		return gpuModel + "|" + d
+	}
+	return gpuModel
+}
+
 // Store is the read side of what the estimator learns from: peak bytes
-// observed per Key and CUDA context bytes per GPU model. The daemon
+// observed per Key and CUDA context bytes per ContextKey. The daemon
 // implements it over its database; MemStore is the in-memory one.
 type Store interface {
 	Peaks(k Key) ([]int64, error)
@@ -131,13 +141,16 @@ func Percentile(xs []int64, p float64) int64 {
 	return s[min(max(rank, 0), len(s)-1)]
 }
 
-// applyLearnedContext swaps the configured CUDA context for the learned one
-// of this GPU model, when the profile has a context term.
-func (e *Estimator) applyLearnedContext(f *formula, gpuModel string) error {
+// applyLearnedContext swaps the configured CUDA context for the one learned
+// on this GPU model and driver, when the profile has a context term (over
+// the row's figure or [estimator] cuda_context). The context only grows with
+// what is learned: a measured context below the configured one keeps it.
+func (e *Estimator) applyLearnedContext(f *formula, gpuModel, driver string) error {
 	if e.store == nil || gpuModel == "" || f.breakdown.Context == 0 {
 		return nil
 	}
-	obs, err := e.store.Contexts(gpuModel)
+	key := ContextKey(gpuModel, driver)
+	obs, err := e.store.Contexts(key)
 	if err != nil {
 		return fmt.Errorf("estimate: learned context for %q: %w", gpuModel, err)
 	}
@@ -145,8 +158,13 @@ func (e *Estimator) applyLearnedContext(f *formula, gpuModel string) error {
 		return nil
 	}
 	c := Percentile(obs, e.cfg.LearnPercentile)
-	f.explain = append(f.explain, fmt.Sprintf("context: learned %s for %s (p%.0f of %d observations) instead of %s",
-		units.FormatBytes(c), gpuModel, e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(f.breakdown.Context)))
+	if c <= f.breakdown.Context {
+		f.explain = append(f.explain, fmt.Sprintf("context: learned %s for %s (p%.0f of %d samples) is not above %s, which applies",
+			units.FormatBytes(c), key, e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(f.breakdown.Context)))
+		return nil
+	}
+	f.explain = append(f.explain, fmt.Sprintf("context: learned %s for %s (p%.0f of %d samples) instead of %s",
+		units.FormatBytes(c), key, e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(f.breakdown.Context)))
 	f.breakdown.Context = c
 	return nil
 }

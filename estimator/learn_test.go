@@ -132,3 +132,34 @@ func TestLearnedPerDriverMajor(t *testing.T) {
 		t.Errorf("another driver learned from 550's peaks: %s %+v", r2.Source, r2.Key)
 	}
 }
+
+// The context learned from a backend's first sample applies to its GPU model
+// and driver major only, and never lowers the row's figure.
+func TestLearnedContextPerDriver(t *testing.T) {
+	store := NewMemStore(0)
+	e := New(Config{}, store)
+	const h100 = "NVIDIA H100 80GB HBM3"
+	_ = store.RecordContext(ContextKey(h100, "580.159.04"), 610*MiB)
+	_ = store.RecordContext(ContextKey("NVIDIA L4", "580.159.04"), 300*MiB) // below the ada row's 400 MiB
+	for _, tt := range []struct {
+		gpu, driver string
+		want        int64
+	}{
+		{h100, "580.65.06", 610 * MiB},
+		{h100, "570.1", 520 * MiB},
+		{h100, "", 520 * MiB},
+		{"NVIDIA L4", "580.1", 400 * MiB},
+	} {
+		r, err := e.Estimate(Request{Model: "tiny", GPUModel: tt.gpu, Driver: tt.driver})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Breakdown.Context != tt.want {
+			t.Errorf("%s driver %q: context %s, want %s (%v)", tt.gpu, tt.driver,
+				units.FormatBytes(r.Breakdown.Context), units.FormatBytes(tt.want), r.Explain)
+		}
+	}
+	if got := ContextKey(h100, "580.159.04"); got != h100+"|580" {
+		t.Errorf("ContextKey = %q", got)
+	}
+}

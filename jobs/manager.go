@@ -83,6 +83,7 @@ type entry struct {
 	job       Job
 	cancel    context.CancelFunc // of the running attempt
 	running   bool
+	granted   bool // the running attempt has been counted (countAttempt)
 	cancelled bool
 	subs      map[int]chan Event
 	outcome   string // of the attempt that just ended, for the next event

@@ -130,6 +130,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 	if !ok {
 		return false
 	}
+	e.countAttempt()
 	switch {
 	case e.cancelled:
 		e.job.Error, e.job.ErrorKind, e.outcome = "cancelled", "cancelled", OutcomeCancelled
@@ -228,7 +229,9 @@ func (s *mstate) shutdown() {
 		if e.running && !e.job.State.Finished() {
 			// Interrupted by a graceful stop: the attempt does not count; the
 			// job is queued again at the next start.
-			e.job.Attempts = max(0, e.job.Attempts-1)
+			if e.granted {
+				e.job.Attempts = max(0, e.job.Attempts-1)
+			}
 			e.job.Error = "interrupted by a daemon shutdown"
 			s.transition(e, Pending)
 		}

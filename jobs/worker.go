@@ -26,8 +26,7 @@ func (m *Manager) work(ctx context.Context, job Job) {
 	for {
 		if err := m.do(context.Background(), func(s *mstate) {
 			e := s.jobs[job.ID]
-			e.job.Attempts++
-			s.persist(e)
+			e.granted = false // the attempt counts once it has memory (Placed)
 			job = e.job.clone()
 		}); err != nil {
 			return
@@ -46,6 +45,16 @@ func (m *Manager) work(ctx context.Context, job Job) {
 		if derr := m.do(context.Background(), func(s *mstate) { retry = s.finish(job.ID, res, err) }); derr != nil || !retry {
 			return
 		}
+	}
+}
+
+// countAttempt counts the running attempt, once: when it is granted memory,
+// or when it ends without (finish). Waiting in the placement queue — after a
+// CUDA OOM, for a larger lease — does not use up an attempt.
+func (e *entry) countAttempt() {
+	if !e.granted {
+		e.granted = true
+		e.job.Attempts++
 	}
 }
 
@@ -70,6 +79,7 @@ func (r *reporter) with(f func(s *mstate, e *entry)) {
 
 func (r *reporter) Placed(p Placement) {
 	r.with(func(s *mstate, e *entry) {
+		e.countAttempt()
 		e.job.Backend, e.job.GPUIndex, e.job.GPUUUID, e.job.LeaseID, e.job.MemoryBytes = p.Backend, p.GPUIndex, p.GPUUUID, p.LeaseID, p.MemoryBytes
 		s.transition(e, Loading)
 	})

@@ -34,7 +34,7 @@ type estimateFlags struct {
 	flashAttn                  bool
 	gpu                        int
 	fits, cudaContext          string
-	explain, asJSON            bool
+	explain, asJSON, noDaemon  bool
 }
 
 // estimateView is what `wsched estimate --json` prints: the estimator's
@@ -110,6 +110,7 @@ assign_optimal_model); --fits gpus does so for each GPU.`,
 	fl.StringVar(&f.cudaContext, "cuda-context", "", "per-process CUDA context (default [estimator] cuda_context)")
 	fl.BoolVar(&f.explain, "explain", false, "show how the estimate was reached")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fl.BoolVar(&f.noDaemon, "no-daemon", false, "do not ask a running daemon for what it has measured (formula only)")
 	return cmd
 }
 
@@ -135,11 +136,16 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 	if cmd.Flags().Changed("gpu") {
 		only = f.gpu
 	}
-	if req.GPUs, err = a.estimateGPUs(ctx, cfg, only); err != nil {
+	if req.GPUs, req.Driver, err = a.estimateGPUs(ctx, cfg, only); err != nil {
 		return err
 	}
 	var view estimateView
-	est := estimator.New(ecfg, nil)
+	var store estimator.Store
+	learning := "learning: --no-daemon: measured peaks not consulted, the formula applies"
+	if !f.noDaemon {
+		store, learning = learnedStore(ctx, cfg)
+	}
+	est := estimator.New(ecfg, store)
 	if f.model != "" {
 		hashes := modelid.Cache{Dir: a.hashCacheDir()}
 		if view.ModelFile, err = resolveModelFlag(ctx, &req, f.model, f.asJSON, hashes); err != nil {
@@ -149,7 +155,7 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 		if err != nil {
 			return err
 		}
-		res.Explain = append(res.Explain, cliExplain(res, view.ModelFile)...)
+		res.Explain = append(res.Explain, cliExplain(res, view.ModelFile, learning)...)
 		view.Result = &res
 		req.Precision = res.Precision // the largest model in the same format
 	}
@@ -335,41 +341,41 @@ func (a *app) hashCacheDir() string {
 }
 
 // estimateGPUs reads the local GPUs and the memory available on each by the
-// accounting formula (no leases: the CLI does not ask the daemon). only >= 0
-// keeps one GPU. Without --gpu a failing inventory only costs the GPU
-// columns.
-func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int) ([]estimator.GPUFree, error) {
+// accounting formula (no leases: the CLI does not ask the daemon), and the
+// driver version. only >= 0 keeps one GPU. Without --gpu a failing
+// inventory only costs the GPU columns.
+func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int) ([]estimator.GPUFree, string, error) {
 	log := a.logger(cfg)
-	gpus, err := readGPUs(ctx, cfg, log)
+	gpus, driver, err := readGPUs(ctx, cfg, log)
 	if err != nil {
 		if only < 0 {
 			log.Warn("estimating without GPUs", "err", err)
-			return []estimator.GPUFree{}, nil
+			return []estimator.GPUFree{}, "", nil
 		}
-		return nil, err
+		return nil, "", err
 	}
 	if only < 0 {
-		return gpus, nil
+		return gpus, driver, nil
 	}
 	var indices []string
 	for _, g := range gpus {
 		if g.Index == only {
-			return []estimator.GPUFree{g}, nil
+			return []estimator.GPUFree{g}, driver, nil
 		}
 		indices = append(indices, fmt.Sprint(g.Index))
 	}
-	return nil, fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
+	return nil, "", fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
 }
 
-func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, error) {
+func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, string, error) {
 	p, _, err := inventory.Open(cfg.Inventory, log)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer p.Close()
 	snap, err := p.Snapshot(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read GPUs: %w", err)
+		return nil, "", fmt.Errorf("read GPUs: %w", err)
 	}
 	gpus := []estimator.GPUFree{}
 	for _, g := range snap.GPUs {
@@ -380,7 +386,7 @@ func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]esti
 		}
 		gpus = append(gpus, free)
 	}
-	return gpus, nil
+	return gpus, snap.Driver, nil
 }
 
 func orNone(s string) string {
@@ -420,8 +426,8 @@ func largestModels(est *estimator.Estimator, req estimator.Request, fits string)
 }
 
 // cliExplain adds what the command knows beyond the estimator: the file
-// read, and that no measurements were consulted.
-func cliExplain(r estimator.Result, mf *modelFile) []string {
+// read, and where measurements came from (learning).
+func cliExplain(r estimator.Result, mf *modelFile, learning string) []string {
 	var out []string
 	if mf != nil {
 		line := fmt.Sprintf("model file %s: %d bytes, %s weights, %s", mf.Path, mf.FileBytes, mf.WeightType, units.FormatBytes(mf.WeightBytes))
@@ -436,9 +442,7 @@ func cliExplain(r estimator.Result, mf *modelFile) []string {
 		}
 		out = append(out, line)
 	}
-	return append(out,
-		"learning key: "+r.Key.String(),
-		"learning: wsched estimate does not consult measured peaks (the daemon keeps them); the formula applies")
+	return append(out, "learning key: "+r.Key.String(), learning)
 }
 
 func writeEstimate(w io.Writer, v estimateView, req estimator.Request, explain bool) error {

@@ -279,7 +279,7 @@ func TestEstimateExplain(t *testing.T) {
 		"explain:\n",
 		"  - whisper.cpp 1.9.5 would log: model 147.37 MB",
 		`  - learning key: "whisper.cpp"|"base"|"f16"|"1"|"1"|"NVIDIA GeForce RTX 4090"`,
-		"  - learning: wsched estimate does not consult measured peaks",
+		"  - learning: no daemon answered on ",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/units"
 )
 
@@ -75,7 +74,7 @@ wsched keeps and renews the lease until interrupted, then releases it.`,
 			if req.Device == "" {
 				req.Device = a.getenvDevice()
 			}
-			l, err := c.Acquire(cmd.Context(), req)
+			l, err := acquireSurviving(cmd.Context(), c, req, a.err)
 			if err != nil {
 				return err
 			}
@@ -88,7 +87,7 @@ wsched keeps and renews the lease until interrupted, then releases it.`,
 			if err != nil || !hold {
 				return err
 			}
-			return holdLease(cmd.Context(), c, l, a.err)
+			return holdLease(cmd.Context(), newKeeper(c, l, req, false, a.err), a.err)
 		},
 	}
 	f.register(cmd.Flags(), 0)
@@ -106,43 +105,18 @@ func (a *app) getenvDevice() string {
 	return a.getenv("SENSEVOICE_DEVICE")
 }
 
-// holdLease renews l every third of its TTL until ctx ends, then releases it.
-func holdLease(ctx context.Context, c *client.Client, l api.Lease, log interface{ Write([]byte) (int, error) }) error {
-	stop := renewEvery(ctx, c, l, func(err error) { fmt.Fprintf(log, "wsched: renew %s: %v\n", l.ID, err) })
-	<-ctx.Done()
-	stop()
+// holdLease keeps k's lease (renewed; re-acquired if the daemon loses it)
+// until ctx ends, then releases it.
+func holdLease(ctx context.Context, k *keeper, log interface{ Write([]byte) (int, error) }) error {
+	k.Run(ctx)
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.Release(rctx, l.ID); err != nil {
-		return fmt.Errorf("release %s: %w", l.ID, err)
+	l, err := k.release(rctx)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", k.Lease().ID, err)
 	}
 	fmt.Fprintf(log, "lease %s released\n", l.ID)
 	return nil
-}
-
-// renewEvery renews l every TTL/3 in the background; the returned function
-// stops it and waits.
-func renewEvery(ctx context.Context, c *client.Client, l api.Lease, onErr func(error)) func() {
-	every := max(time.Duration(l.TTLSeconds*float64(time.Second))/3, 100*time.Millisecond)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTimer(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := c.Renew(ctx, l.ID, 0); err != nil && ctx.Err() == nil {
-				onErr(err)
-			}
-			t.Reset(every)
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 func newLeasesCmd(a *app) *cobra.Command {

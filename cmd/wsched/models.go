@@ -82,7 +82,7 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	gpus, err := a.estimateGPUs(ctx, cfg, -1)
+	gpus, _, err := a.estimateGPUs(ctx, cfg, -1)
 	if err != nil {
 		return err
 	}

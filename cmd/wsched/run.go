@@ -63,7 +63,7 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	if err != nil {
 		return err
 	}
-	l, err := c.Acquire(ctx, req)
+	l, err := acquireSurviving(ctx, c, req, a.err)
 	if errors.Is(err, client.ErrUnreachable) && fallback == "local" {
 		env, lerr := a.localPlacement(cfg, req.Device, err)
 		if lerr != nil {
@@ -76,17 +76,21 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	}
 	fmt.Fprintln(a.err, "wsched: "+describe(l))
 	bg := context.WithoutCancel(ctx)
-	stopRenew := renewEvery(bg, c, l, func(err error) { fmt.Fprintf(a.err, "wsched: renew %s: %v\n", l.ID, err) })
+	kctx, stopKeep := context.WithCancel(bg)
+	k := newKeeper(c, l, req, true, a.err) // the child's environment names the GPU
+	kept := make(chan struct{})
+	go func() { defer close(kept); k.Run(kctx) }()
 	err = a.runChild(args, l.Env, func(pid int) {
-		if _, err := c.AddPID(bg, l.ID, pid); err != nil {
+		if err := k.AddPID(bg, pid); err != nil {
 			fmt.Fprintf(a.err, "wsched: register pid %d with lease %s: %v\n", pid, l.ID, err)
 		}
 	})
-	stopRenew()
+	stopKeep()
+	<-kept
 	rctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
-	if _, rerr := c.Release(rctx, l.ID); rerr != nil {
-		fmt.Fprintf(a.err, "wsched: release %s: %v\n", l.ID, rerr)
+	if _, rerr := k.release(rctx); rerr != nil {
+		fmt.Fprintf(a.err, "wsched: release %s: %v\n", k.Lease().ID, rerr)
 	}
 	return err
 }

@@ -105,3 +105,17 @@ type WhisperCppBuffers struct {
 	ComputeDecode  int64  `json:"compute_decode"`
 	HostCompute    int64  `json:"host_compute"`
 }
+
+// SamplesRequest is the body of POST /v1/estimator/samples: the measured
+// peaks recorded under Key, or the measured CUDA contexts recorded for
+// Context ("GPU model|driver major"); exactly one of the two.
+type SamplesRequest struct {
+	Key     *EstimateKey `json:"key,omitempty"`
+	Context string       `json:"context,omitempty"`
+}
+
+// Samples is the answer: the measurements in the order they were recorded
+// (the daemon keeps the latest few per key).
+type Samples struct {
+	Samples []int64 `json:"samples"`
+}

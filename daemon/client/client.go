@@ -221,3 +221,10 @@ func (c *Client) Estimate(ctx context.Context, req api.EstimateRequest) (api.Est
 	var out api.Estimate
 	return out, c.do(ctx, http.MethodPost, "/v1/estimate", req, &out)
 }
+
+// Samples returns what the daemon has measured and learned for an estimate
+// key or a CUDA context key (wsched estimate shows it).
+func (c *Client) Samples(ctx context.Context, req api.SamplesRequest) ([]int64, error) {
+	var out api.Samples
+	return out.Samples, c.do(ctx, http.MethodPost, "/v1/estimator/samples", req, &out)
+}

@@ -55,6 +55,13 @@ type Estimator interface {
 	EstimateAnyGPU(req estimator.Request) (estimator.Result, error)
 }
 
+// Learned is what the estimator has learned from measurements (*store.DB):
+// POST /v1/estimator/samples shows it.
+type Learned interface {
+	Peaks(k estimator.Key) ([]int64, error)
+	Contexts(key string) ([]int64, error)
+}
+
 // Watcher watches processes whose exit ends or shrinks a lease
 // (*procwatch.Watcher).
 type Watcher interface {
@@ -82,9 +89,11 @@ type Options struct {
 	Jobs      Jobs
 	Backends  Backends
 	Estimator Estimator
-	Watcher   Watcher
-	Info      Info
-	Log       *slog.Logger
+	// Learned, when set, answers POST /v1/estimator/samples.
+	Learned Learned
+	Watcher Watcher
+	Info    Info
+	Log     *slog.Logger
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
 }
@@ -96,6 +105,7 @@ type Server struct {
 	jobs     Jobs
 	backends Backends
 	est      Estimator
+	learned  Learned
 	watch    Watcher
 	info     Info
 	log      *slog.Logger
@@ -108,7 +118,7 @@ type Server struct {
 // New returns the API over opts' components.
 func New(opts Options) *Server {
 	s := &Server{
-		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator,
+		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator, learned: opts.Learned,
 		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot,
 	}
 	if s.log == nil {
@@ -136,6 +146,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/leases/{id}/pids", s.addLeasePID)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/estimate", s.postEstimate)
+	mux.HandleFunc("POST /v1/estimator/samples", s.postSamples)
 	mux.HandleFunc("GET /v1/backends", s.getBackends)
 	mux.HandleFunc("POST /v1/jobs", s.postJob)
 	mux.HandleFunc("GET /v1/jobs", s.listJobs)

@@ -119,6 +119,36 @@ func (s *Server) postEstimate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// postSamples answers what was measured for an estimate key or a CUDA
+// context key.
+func (s *Server) postSamples(w http.ResponseWriter, r *http.Request) {
+	var req api.SamplesRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	if (req.Key == nil) == (req.Context == "") {
+		writeError(w, badRequest("invalid_request", "give exactly one of key and context"))
+		return
+	}
+	out := api.Samples{Samples: []int64{}}
+	if s.learned != nil {
+		var got []int64
+		var err error
+		if req.Key != nil {
+			got, err = s.learned.Peaks(convert.ToKey(*req.Key))
+		} else {
+			got, err = s.learned.Contexts(req.Context)
+		}
+		if err != nil {
+			writeError(w, fmt.Errorf("read learned samples: %w", err))
+			return
+		}
+		out.Samples = append(out.Samples, got...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) getBackends(w http.ResponseWriter, r *http.Request) {
 	st, err := s.backends.Status(r.Context())
 	if err != nil {

@@ -3,6 +3,7 @@ package upkeep
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/placement"
@@ -23,6 +24,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover leases: %w", err)
 	}
 	var keep []placement.Lease
+	now := time.Now()
 	for _, l := range stored {
 		if !procwatch.Alive(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks) {
 			u.log.Info("lease released: its holder exited while the daemon was down", "lease", l.ID, "holder", l.Holder.PID)
@@ -32,6 +34,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 			continue
 		}
 		l.PIDs = u.alive(l.PIDs)
+		u.resumeTTL(&l, now)
 		keep = append(keep, l)
 	}
 	if err := u.opts.Engine.Restore(ctx, keep); err != nil {
@@ -45,6 +48,20 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover: first GPU reading: %w", err)
 	}
 	return nil
+}
+
+// resumeTTL gives a live holder's lease the time the outage took from it:
+// a lease whose TTL ran out (or would within a third of it, before its
+// holder could renew) while the daemon was down or stopped gets its whole
+// TTL again from now, so a restart never ends the lease of a process that
+// still runs and renews.
+func (u *Upkeep) resumeTTL(l *placement.Lease, now time.Time) {
+	if l.Expires.IsZero() || l.TTL <= 0 || l.Expires.Sub(now) >= l.TTL/3 {
+		return
+	}
+	u.log.Info("lease restored past its TTL: the holder lives, the TTL starts again", "lease", l.ID,
+		"holder", l.Holder.PID, "expired", l.Expires, "ttl", l.TTL)
+	l.Expires = now.Add(l.TTL)
 }
 
 // alive returns the pids that still run.

@@ -33,6 +33,7 @@ type Store interface {
 	Leases() ([]placement.Lease, error)
 	DeleteLease(id string) error
 	RecordPeak(k estimator.Key, bytes int64) error
+	RecordContext(key string, bytes int64) error
 }
 
 // Watcher reports when watched processes exit (*procwatch.Watcher).

@@ -215,3 +215,40 @@ func TestSampleLearnsPostJobPeak(t *testing.T) {
 		t.Errorf("Sample after Run returned: %v, want ErrStopped", err)
 	}
 }
+
+// TestSampleStartLearnsContext: a backend's reading right after it started
+// (before Load) is its bare CUDA context, recorded for the GPU model and
+// driver; a process with no context yet, or one that holds far more than a
+// context, teaches nothing.
+func TestSampleStartLearnsContext(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := r.u.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go r.u.Run(ctx)
+	key := estimator.ContextKey("Sim GPU", r.eng.View().Driver)
+	for i, used := range []int64{4 * estimator.MiB, 3 * GiB, 536 * estimator.MiB} {
+		pid := 100 + i
+		l, err := r.eng.Acquire(ctx, placement.Request{Bytes: 4 * GiB, Holder: placement.Holder{PID: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.eng.AddPID(ctx, l.ID, pid); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.sim.SetProcess(0, pid, "backend", used)
+		if err := r.u.SampleStart(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.sim.SetProcess(0, pid, "backend", 0)
+		if _, err := r.eng.Release(ctx, l.ID, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.db.Contexts(key)
+	if err != nil || !slices.Equal(got, []int64{536 * estimator.MiB}) {
+		t.Fatalf("contexts for %q: %v, %v; want [536 MiB] only", key, got, err)
+	}
+}

@@ -85,3 +85,44 @@ func (u *Upkeep) learn(l placement.Lease) {
 	}
 	u.log.Info("learned a measured peak", "lease", l.ID, "key", key.String(), "peak_bytes", l.PeakBytes)
 }
+
+// Bounds of a plausible bare CUDA context: a process below the lower one
+// has not created one; above the upper one it holds more than a context.
+const (
+	minContextBytes = 32 << 20
+	maxContextBytes = 2 << 30
+)
+
+// SampleStart reads the GPUs right after a backend process started under
+// lease id, before its Load (the whisper backend creates its CUDA context
+// at start and allocates nothing else): the lease's measured use is that
+// process's bare CUDA context, learned per GPU model and driver major
+// (estimator.ContextKey) so later estimates on that GPU use it.
+func (u *Upkeep) SampleStart(ctx context.Context, leaseID string) error {
+	if err := u.Sample(ctx); err != nil {
+		return err
+	}
+	v := u.opts.Engine.View()
+	for _, g := range v.GPUs {
+		for _, l := range g.Leases {
+			if l.ID == leaseID {
+				u.learnContext(l, v.Driver)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func (u *Upkeep) learnContext(l placement.Lease, driver string) {
+	if l.UsedBytes < minContextBytes || l.UsedBytes > maxContextBytes || l.GPUName == "" {
+		u.log.Debug("no CUDA context learned at backend start", "lease", l.ID, "used_bytes", l.UsedBytes)
+		return
+	}
+	key := estimator.ContextKey(l.GPUName, driver)
+	if err := u.opts.Store.RecordContext(key, l.UsedBytes); err != nil {
+		u.log.Warn("cannot record measured CUDA context", "lease", l.ID, "err", err)
+		return
+	}
+	u.log.Info("learned a CUDA context", "lease", l.ID, "gpu", key, "bytes", l.UsedBytes)
+}

@@ -91,20 +91,24 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
+	granted := placement.Lease{Bytes: bytes, GPUIndex: -1} // until OnGranted says where
 	inst, release, err := r.backends.Acquire(ctx, host.Spec{
 		Backend: pluginFor(m.Backend), Load: loadRequest(m),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
+		OnGranted: func(l placement.Lease) { // the attempt counts from here, not while it waits
+			granted = l
+			rep.Placed(jobs.Placement{Backend: l.Labels[host.LabelBackend], GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
+		},
 	})
 	if err != nil {
 		if errors.Is(err, plugins.ErrOutOfMemory) { // at Load: no instance to ask
-			return transcript.Transcript{}, jobs.NeedMemory(jobFailure("start backend", err), int64(oomGrowth*float64(bytes)))
+			return transcript.Transcript{}, r.outOfMemory(m, job, granted, plugins.MemoryReport{}, jobFailure("start backend", err))
 		}
 		return transcript.Transcript{}, jobFailure("start backend", err)
 	}
 	defer release()
 	l := inst.Lease()
-	rep.Placed(jobs.Placement{Backend: inst.Backend(), GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
 	rep.Processing()
 	res, err := inst.Transcribe(ctx, transcribeRequest(job), func(ev plugins.Event) error {
 		switch ev.Kind {

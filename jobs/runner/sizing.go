@@ -85,13 +85,14 @@ func FreeMemory(v placement.View) []estimator.GPUFree {
 // ([jobs] OOM growth, jobs.Config.OOMGrowth's default).
 const oomGrowth = 1.5
 
-// retryBytes is what the attempt after a CUDA OOM on lease l asks for:
-// the most of 1.5 × l, the formula estimate (the estimator's, where the
-// model has a profile, whatever its entry's memory says), and the buffers
-// the backend reported at Load plus the CUDA context of l's GPU. The
-// attempt waits in the placement queue until that much is free.
-func (r *Runner) retryBytes(m models.Model, l placement.Lease, rep plugins.MemoryReport) int64 {
-	need := int64(oomGrowth * float64(l.Bytes))
+// retryBytes is what the attempt after a CUDA OOM on a lease of leaseBytes
+// on GPU gpuIndex asks for: the most of 1.5 × the lease, the formula
+// estimate (the estimator's, where the model has a profile, whatever its
+// entry's memory says), and the buffers the backend reported at Load plus
+// the allocation that failed (named in the error) plus the CUDA context of
+// the GPU. The attempt waits in the placement queue until that much is free.
+func (r *Runner) retryBytes(m models.Model, leaseBytes int64, gpuIndex int, rep plugins.MemoryReport, oom error) int64 {
+	need := int64(oomGrowth * float64(leaseBytes))
 	if req, err := m.EstimateRequest(); err == nil {
 		if req.Backend == estimator.WhisperCpp {
 			fa := loadRequest(m).FlashAttention
@@ -101,8 +102,8 @@ func (r *Runner) retryBytes(m models.Model, l placement.Lease, rep plugins.Memor
 			need = max(need, res.RecommendedBytes)
 		}
 	}
-	if rep.TotalBytes > 0 {
-		need = max(need, rep.TotalBytes+estimator.OverheadFor(r.sizer.gpuName(l.GPUIndex)).ContextBytes)
+	if failed := plugins.FailedAllocationBytes(oom.Error()); rep.TotalBytes > 0 || failed > 0 {
+		need = max(need, rep.TotalBytes+failed+estimator.OverheadFor(r.sizer.gpuName(gpuIndex)).ContextBytes)
 	}
 	return need
 }
@@ -110,12 +111,12 @@ func (r *Runner) retryBytes(m models.Model, l placement.Lease, rep plugins.Memor
 // outOfMemory is the failure of an attempt that ran out of memory on lease
 // l: marked with what the next attempt needs, and logged as a miss.
 func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, rep plugins.MemoryReport, err error) error {
-	need := r.retryBytes(m, l, rep)
+	need := r.retryBytes(m, l.Bytes, l.GPUIndex, rep, err)
 	r.log.Warn("lease too small: CUDA out of memory; the next attempt waits for more", "job", job.ID, "model", m.Name,
 		"lease_bytes", l.Bytes, "reported_bytes", rep.TotalBytes, "next_bytes", need)
 	if m.MemoryBytes > 0 && m.MemoryBytes <= l.Bytes {
-		r.log.Warn("model entry's memory is too small", "model", m.Name, "memory", m.MemoryBytes,
-			"measured", fmt.Sprintf("out of memory in a %d-byte lease", l.Bytes))
+		r.log.Warn("model entry's memory is too small: CUDA ran out of memory within it", "model", m.Name,
+			"memory", m.MemoryBytes, "measured", fmt.Sprintf("out of memory in a %d-byte lease; needs at least %d", l.Bytes, need))
 	}
 	return jobs.NeedMemory(err, need)
 }

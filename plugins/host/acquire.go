@@ -48,6 +48,18 @@ type Spec struct {
 	// EstimateKey is what MemoryBytes was estimated for, carried by the
 	// lease so its measured peak is learned (nil: not estimated).
 	EstimateKey *estimator.Key
+	// OnGranted, when set, is called once the instance has its memory (a
+	// new lease granted, or a warm instance's lease taken over), before the
+	// model loads: the job manager counts an attempt from there, not while
+	// it waits in the queue. It must not call back into the Host.
+	OnGranted func(placement.Lease)
+}
+
+// granted tells the caller its memory is granted (Spec.OnGranted).
+func (s Spec) granted(l placement.Lease) {
+	if s.OnGranted != nil {
+		s.OnGranted(l)
+	}
 }
 
 func (s Spec) validate() error {
@@ -154,6 +166,7 @@ func (h *Host) takeWarm(ctx context.Context, k key, spec Spec) (*Instance, error
 			continue
 		}
 		h.syncReclaimable(w)
+		spec.granted(w.lease)
 		return &Instance{h: h, w: w}, nil
 	}
 }
@@ -208,6 +221,7 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 			if g.err != nil {
 				return nil, nil, fmt.Errorf("host: lease %s for backend %s: %w", units.FormatBytes(spec.MemoryBytes), spec.Backend, g.err)
 			}
+			spec.granted(g.lease)
 			return h.startWorker(ctx, spec, bin, g.lease)
 		case <-changed:
 		}

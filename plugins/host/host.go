@@ -56,6 +56,14 @@ type Sampler interface {
 	Sample(ctx context.Context) error
 }
 
+// StartSampler is a Sampler that also reads the GPUs right after a backend
+// process has started under a GPU lease, before it loads anything: what the
+// process holds then is its bare CUDA context, learned per GPU model and
+// driver (*upkeep.Upkeep).
+type StartSampler interface {
+	SampleStart(ctx context.Context, leaseID string) error
+}
+
 // Host runs backends. Create it with New and start Run.
 type Host struct {
 	opts Options

@@ -56,6 +56,7 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if _, err := h.opts.Leases.AddPID(ctx, w.lease.ID, p.pid); err != nil {
 		return fail(fmt.Errorf("register pid %d with lease %s: %w", p.pid, w.lease.ID, err))
 	}
+	h.sampleStart(ctx, w)
 	req := w.spec.Load
 	req.Device = loadDevice(w.lease)
 	if mem, err = p.backend.Load(ctx, req); err != nil {
@@ -195,6 +196,20 @@ func (h *Host) removePID(w *worker, pid int) {
 }
 
 const sampleTimeout = 10 * time.Second
+
+// sampleStart asks for the reading of a just-started backend on a GPU,
+// before its Load (StartSampler).
+func (h *Host) sampleStart(ctx context.Context, w *worker) {
+	s, ok := h.opts.Sampler.(StartSampler)
+	if !ok || w.lease.GPU == placement.CPU || w.lease.GPU == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	if err := s.SampleStart(sctx, w.lease.ID); err != nil && ctx.Err() == nil {
+		w.log.Warn("GPU sample at start failed", "err", err)
+	}
+}
 
 // sample asks the Sampler for a GPU reading after a load or a job; a failed
 // reading costs only the sample.

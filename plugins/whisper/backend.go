@@ -79,7 +79,11 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	kinds := []string{"cpu"}
 	var names []string
 	for _, d := range b.devs {
-		names = append(names, d.name+" ("+d.description+")")
+		name := d.name + " (" + d.description + ")"
+		if d.gpu {
+			name += fmt.Sprintf(", %d of %d MiB free at start", d.freeBytes>>20, d.totalBytes>>20)
+		}
+		names = append(names, name)
 		if d.gpu && len(kinds) == 1 {
 			kinds = append(kinds, "cuda")
 		}

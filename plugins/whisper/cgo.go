@@ -76,10 +76,16 @@ func systemInfo() string { return strings.TrimSpace(C.GoString(C.whisper_print_s
 type ggmlDevice struct {
 	name, description string
 	gpu               bool
+	// freeBytes and totalBytes are a GPU's memory as the process saw it
+	// at start (0 for the CPU).
+	freeBytes, totalBytes int64
 }
 
 // devices lists the devices ggml registered, in whisper.cpp's order: its
-// gpu_device counts the GPU ones only.
+// gpu_device counts the GPU ones only. Reading a GPU's memory creates the
+// process's CUDA context there (cudaMemGetInfo), at start and before any
+// model: the host's first reading of the process is then its bare context,
+// which the daemon learns per GPU model and driver.
 func devices() []ggmlDevice {
 	n := int(C.ggml_backend_dev_count())
 	out := make([]ggmlDevice, 0, n)
@@ -91,6 +97,11 @@ func devices() []ggmlDevice {
 			description: C.GoString(C.ggml_backend_dev_description(d)),
 			gpu:         t == C.GGML_BACKEND_DEVICE_TYPE_GPU || t == C.GGML_BACKEND_DEVICE_TYPE_IGPU,
 		})
+		if last := &out[len(out)-1]; last.gpu {
+			var free, total C.size_t
+			C.ggml_backend_dev_memory(d, &free, &total)
+			last.freeBytes, last.totalBytes = int64(free), int64(total)
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -32,8 +33,8 @@ func FromLease(l placement.Lease) api.Lease {
 		out.GPUUUID = ""
 	}
 	if k := l.EstimateKey; k != nil {
-		out.EstimateKey = &api.EstimateKey{Backend: string(k.Backend), Model: k.Model, Precision: k.Precision,
-			Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
+		key := FromKey(*k)
+		out.EstimateKey = &key
 	}
 	if l.State == placement.StateGranted {
 		out.Env = placement.Env(l)
@@ -66,3 +67,15 @@ func GPU(g inventory.GPU, a placement.Account, leases []api.Lease) api.GPU {
 
 // Stats converts the engine's event counters.
 func Stats(s placement.Stats) api.Stats { return api.Stats(s) }
+
+// FromKey converts an estimator key.
+func FromKey(k estimator.Key) api.EstimateKey {
+	return api.EstimateKey{Backend: string(k.Backend), Model: k.Model, Precision: k.Precision,
+		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
+}
+
+// ToKey converts a wire estimate key.
+func ToKey(k api.EstimateKey) estimator.Key {
+	return estimator.Key{Backend: estimator.Backend(k.Backend), Model: k.Model, Precision: k.Precision,
+		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
+}
