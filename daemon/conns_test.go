@@ -21,10 +21,7 @@ func closedByServer(t *testing.T, conn net.Conn) bool {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := io.Copy(io.Discard, conn)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	return true
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func shortTimeouts(c *config.Config) {
