@@ -27,8 +27,9 @@ const helperEnv = "WSCHED_ASUSER_HELPER"
 func Helper() string { return os.Getenv(helperEnv) }
 
 // Dir is a short directory (for Unix sockets) that nobody can enter: it and
-// its ancestors get o+x (search, not list) where they lack it, for the
-// test's duration.
+// its ancestors get o+x (search, not list) where they lack it. The
+// ancestors keep it: test packages run in parallel under one TMPDIR, and
+// restoring it while another package's helper runs would lock that one out.
 func Dir(t testing.TB) string {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -44,7 +45,6 @@ func Dir(t testing.TB) string {
 			if err := os.Chmod(d, mode|0o001); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = os.Chmod(d, mode) })
 		}
 		if d == "/" || d == "." {
 			break
