@@ -40,6 +40,7 @@ type Store interface {
 type Watcher interface {
 	Watch(pid int) error
 	WatchProcess(procRoot string, pid int, startTicks uint64) error
+	Unwatch(pid int)
 	Exited() <-chan int
 }
 
