@@ -107,9 +107,9 @@ func TestLimitsPerUID(t *testing.T) {
 	if status, body := td.raw("POST", "/v1/leases", fmt.Sprintf(`{"memory_bytes": %d, "wait_seconds": 5}`, 8*GiB-7)); status != http.StatusCreated {
 		t.Fatalf("root: %d %s", status, body)
 	}
-	// The GPU is full: nobody's requests wait their second in the queue;
+	// The GPU is full: nobody's requests wait 3 s in the queue;
 	// past [limits] queued the rest are refused at once.
-	got := runAsNobody(t, dir, td.socket, "/v1/leases", 4, `{"memory_bytes": 1048576, "wait_seconds": 1}`, true)
+	got := runAsNobody(t, dir, td.socket, "/v1/leases", 4, `{"memory_bytes": 1048576, "wait_seconds": 3}`, true)
 	if want := "429/limit_exceeded 429/limit_exceeded 504/timeout 504/timeout"; got != want {
 		t.Errorf("queued as uid %d: %s, want %s", asuser.Nobody, got, want)
 	}
