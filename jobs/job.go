@@ -67,6 +67,21 @@ type Spec struct {
 	KeepAlive time.Duration      `json:"keep_alive,omitempty"`
 	// Owner is who submitted the job (uid, pid from the socket).
 	Owner placement.Holder `json:"owner"`
+	VADOptions
+}
+
+// VADOptions are a job's voice activity detection choices: JSON fields of
+// POST /v1/jobs, form fields of uploads and of the OpenAI endpoint. Zero
+// values keep the model entry's settings; VAD false turns it off.
+type VADOptions struct {
+	VAD *bool `json:"vad,omitempty"`
+	// VADModel is a file in [models] dir (a name, not a path).
+	VADModel        string  `json:"vad_model,omitempty"`
+	VADThreshold    float64 `json:"vad_threshold,omitempty"`
+	VADMinSpeechMS  int     `json:"vad_min_speech_ms,omitempty"`
+	VADMinSilenceMS int     `json:"vad_min_silence_ms,omitempty"`
+	VADMaxSpeechS   float64 `json:"vad_max_speech_s,omitempty"`
+	VADSpeechPadMS  int     `json:"vad_speech_pad_ms,omitempty"`
 }
 
 // Timing is when a job entered and left one state.

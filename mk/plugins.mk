@@ -1,7 +1,8 @@
 # mk/plugins.mk — transcription backends, built as plugin binaries (issue 6).
 #
 #   make plugins        every backend into $(BIN)/: $(BIN)/wsched-backend-whisper (cgo against libwhisper,
-#                       which make deps installs; flags from mk/deps.mk)
+#                       which make deps installs; flags from mk/deps.mk) and $(BIN)/wsched-backend-exec
+#                       (pure Go: existing apps as backends)
 #   make plugins-test   vet, staticcheck and the race-enabled tests of the backends, against real whisper.cpp
 #                       and the weightless test models in ../shared (part of make test, which runs deps first)
 #   make plugins-bench  the overhead benchmark: jfk.wav through the Go bindings in-process vs an exec'ed warm
@@ -17,6 +18,7 @@ PLUGINS_BENCHTIME ?= 10x
 plugins: whisper-deps
 	$(WHISPER_GO_ENV) $(GO) build -trimpath -buildmode=pie -tags $(WHISPER_GO_TAGS) \
 		-ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched-backend-whisper
+	$(GO) build -trimpath -buildmode=pie -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched-backend-exec
 
 plugins-test: plugins-vet
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -36,4 +38,4 @@ test: plugins-test
 deb: plugins
 
 # The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
-FUZZ_TARGETS += ./plugins/whisper/internal/audio:FuzzDecodeWAV
+FUZZ_TARGETS += ./plugins/whisper/internal/audio:FuzzDecodeWAV ./plugins/execbackend:FuzzMapAnswer

@@ -44,6 +44,9 @@ type Model struct {
 	// MemoryBytes is the configured lease size ([[models.model]] memory);
 	// 0: estimate it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// Entry is the [[models.model]] entry (zero for models_dir files): the
+	// VAD settings and, for backend exec, how to run the app.
+	Entry config.Model `json:"-"`
 }
 
 // Available reports whether the model's file is there and readable.
@@ -69,7 +72,13 @@ func Load(ctx context.Context, b config.Models) (*Registry, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load models: %w", err)
 		}
-		m := inspect(Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory)})
+		m := Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory), Entry: e}
+		if e.Backend == config.ExecBackend {
+			m.Path = e.Dir // an app: its directory stands for the model
+			m = inspectApp(m)
+		} else {
+			m = inspect(m)
+		}
 		byName[m.Name] = len(r.models)
 		r.models = append(r.models, m)
 	}
@@ -206,6 +215,19 @@ func inspect(m Model) Model {
 		m.Problem = "unreadable ggml header: " + strings.TrimPrefix(err.Error(), m.Path+": ")
 	default:
 		m.Header = h
+	}
+	return m
+}
+
+// inspectApp checks an exec entry's directory; the app's size is not the
+// model's, so none is given.
+func inspectApp(m Model) Model {
+	st, err := os.Stat(m.Path)
+	switch {
+	case err != nil:
+		m.Problem = "app directory: " + describeStatErr(err)
+	case !st.IsDir():
+		m.Problem = "app directory: not a directory"
 	}
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,7 +94,11 @@ func TestLoadRegistry(t *testing.T) {
 		g := got[i]
 		hasHeader := g.Header != nil
 		g.Header = nil
-		if g != want[i] {
+		if g.Origin == FromConfig && g.Entry.Name != g.Name {
+			t.Errorf("%s: entry %+v", g.Name, g.Entry)
+		}
+		g.Entry = config.Model{}
+		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("model %d\n got %+v\nwant %+v", i, g, want[i])
 		}
 		if wantHeader := want[i].Backend == WhisperCpp && want[i].Problem == ""; hasHeader != wantHeader {
@@ -219,5 +224,25 @@ func TestScanDirAcceptsForTestsPrefix(t *testing.T) {
 	}
 	if p := r.Partials(); len(p) != 0 {
 		t.Fatalf("partials = %v, want none (a for-tests partial is no download of ours)", p)
+	}
+}
+
+// TestExecEntries: an exec entry's model path is its app directory, checked
+// to exist, with no size (the app's files are not its model).
+func TestExecEntries(t *testing.T) {
+	dir := t.TempDir()
+	reg, err := Load(context.Background(), config.Models{Entries: []config.Model{
+		{Name: "sensevoice", Backend: config.ExecBackend, Path: "/api/v1/asr", Dir: dir, Command: []string{"python3", "main.py"}, Memory: 1 << 30},
+		{Name: "gone", Backend: config.ExecBackend, Dir: filepath.Join(dir, "nowhere"), Command: []string{"app"}, Memory: 1 << 30},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := reg.Lookup("sensevoice")
+	if err != nil || m.Path != dir || m.SizeBytes != 0 || m.Entry.Path != "/api/v1/asr" || m.MemoryBytes != 1<<30 {
+		t.Errorf("sensevoice: %+v %v", m, err)
+	}
+	if _, err := reg.Lookup("gone"); err == nil || !strings.Contains(err.Error(), "app directory: file missing") {
+		t.Errorf("gone: %v", err)
 	}
 }

@@ -41,6 +41,10 @@ type Info struct {
 	ModelFormats []string          // e.g. "ggml", "onnx"
 	Devices      []string          // device kinds: "cpu", "cuda"
 	Metadata     map[string]string // free-form facts for `wsched backends`
+	// PIDs are processes other than the backend's own that hold its loaded
+	// model (an app it started, and the app's workers): the host counts
+	// them against the instance's lease. Empty for in-process engines.
+	PIDs []int
 }
 
 // LoadRequest says which model to load where.
@@ -86,9 +90,23 @@ type TranscribeRequest struct {
 	BeamSize      int    // 0 = backend default (greedy)
 	BestOf        int    // 0 = backend default
 	InitialPrompt string
-	VAD           bool // skip non-speech with the VAD model given at Load
+	VAD           bool      // skip non-speech with the VAD model given at Load
+	VADParams     VADParams // how VAD cuts the audio; zero fields: backend defaults
 	Extra         map[string]string
 }
+
+// VADParams tune voice activity detection (whisper.cpp's
+// whisper_vad_params). A zero field keeps the backend's default.
+type VADParams struct {
+	Threshold  float64       // speech probability above which a frame is speech, 0 to 1
+	MinSpeech  time.Duration // shorter speech is dropped
+	MinSilence time.Duration // silence this long ends a speech segment
+	MaxSpeech  time.Duration // longer speech segments are split
+	SpeechPad  time.Duration // kept before and after each speech segment
+}
+
+// IsZero reports whether every parameter is left to the backend.
+func (p VADParams) IsZero() bool { return p == VADParams{} }
 
 // Segment is a stretch of transcript with its place in the audio.
 type Segment struct {

@@ -3,6 +3,7 @@ package plugins
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -19,6 +20,49 @@ func infoToProto(i Info) *pb.InfoResponse {
 		ModelFormats: append([]string(nil), i.ModelFormats...),
 		Devices:      append([]string(nil), i.Devices...),
 		Metadata:     maps.Clone(i.Metadata),
+		Pids:         pidsToProto(i.PIDs),
+	}
+}
+
+func pidsToProto(pids []int) []int32 {
+	var out []int32
+	for _, p := range pids {
+		out = append(out, int32(p))
+	}
+	return out
+}
+
+func pidsFromProto(pids []int32) []int {
+	var out []int
+	for _, p := range pids {
+		out = append(out, int(p))
+	}
+	return out
+}
+
+func vadToProto(p VADParams) *pb.VadParams {
+	if p.IsZero() {
+		return nil
+	}
+	return &pb.VadParams{
+		Threshold:    float32(p.Threshold),
+		MinSpeechMs:  int32(p.MinSpeech.Milliseconds()),
+		MinSilenceMs: int32(p.MinSilence.Milliseconds()),
+		MaxSpeechS:   float32(p.MaxSpeech.Seconds()),
+		SpeechPadMs:  int32(p.SpeechPad.Milliseconds()),
+	}
+}
+
+func vadFromProto(m *pb.VadParams) VADParams {
+	if m == nil {
+		return VADParams{}
+	}
+	return VADParams{
+		Threshold:  float64(m.GetThreshold()),
+		MinSpeech:  time.Duration(m.GetMinSpeechMs()) * time.Millisecond,
+		MinSilence: time.Duration(m.GetMinSilenceMs()) * time.Millisecond,
+		MaxSpeech:  time.Duration(float64(m.GetMaxSpeechS()) * float64(time.Second)),
+		SpeechPad:  time.Duration(m.GetSpeechPadMs()) * time.Millisecond,
 	}
 }
 
@@ -29,6 +73,7 @@ func infoFromProto(m *pb.InfoResponse) Info {
 		ModelFormats: m.GetModelFormats(),
 		Devices:      m.GetDevices(),
 		Metadata:     m.GetMetadata(),
+		PIDs:         pidsFromProto(m.GetPids()),
 	}
 }
 
@@ -85,6 +130,7 @@ func transcribeToProto(r TranscribeRequest) *pb.TranscribeRequest {
 		BestOf:        int32(r.BestOf),
 		InitialPrompt: r.InitialPrompt,
 		Vad:           r.VAD,
+		VadParams:     vadToProto(r.VADParams),
 		Extra:         maps.Clone(r.Extra),
 	}
 }
@@ -98,6 +144,7 @@ func transcribeFromProto(m *pb.TranscribeRequest) TranscribeRequest {
 		BestOf:        int(m.GetBestOf()),
 		InitialPrompt: m.GetInitialPrompt(),
 		VAD:           m.GetVad(),
+		VADParams:     vadFromProto(m.GetVadParams()),
 		Extra:         m.GetExtra(),
 	}
 }

@@ -25,10 +25,31 @@ var cliFormats = map[string]struct{ format, ext string }{
 type transcribeFlags struct {
 	model, language, format, priority, output, prompt string
 	translate, upload                                 bool
+	vad                                               api.VADOptions
+}
+
+// addVADFlags adds --vad and its tuning flags; set fills o from them.
+func addVADFlags(cmd *cobra.Command, o *api.VADOptions) (set func()) {
+	fl := cmd.Flags()
+	on := fl.Bool("vad", false, "skip non-speech with voice activity detection (--vad=false: off even where the model turns it on)")
+	fl.StringVar(&o.VADModel, "vad-model", "", "VAD model: a file in the daemon's [models] dir (default: the model entry's vad_model)")
+	fl.Float64Var(&o.VADThreshold, "vad-threshold", 0, "speech probability threshold, 0 to 1 (default: the backend's)")
+	minSpeech := fl.Duration("vad-min-speech", 0, "drop speech shorter than this")
+	minSilence := fl.Duration("vad-min-silence", 0, "silence that ends a speech segment")
+	maxSpeech := fl.Duration("vad-max-speech", 0, "split speech segments longer than this")
+	pad := fl.Duration("vad-speech-pad", 0, "padding kept around speech segments")
+	return func() {
+		if fl.Changed("vad") {
+			o.VAD = on
+		}
+		o.VADMinSpeechMS, o.VADMinSilenceMS, o.VADSpeechPadMS = int(minSpeech.Milliseconds()), int(minSilence.Milliseconds()), int(pad.Milliseconds())
+		o.VADMaxSpeechS = maxSpeech.Seconds()
+	}
 }
 
 func newTranscribeCmd(a *app) *cobra.Command {
 	var f transcribeFlags
+	var setVAD func()
 	cmd := &cobra.Command{
 		Use:   "transcribe FILE...",
 		Short: "Transcribe audio files through the daemon's job queue",
@@ -44,6 +65,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 			if len(files) > 1 && f.output == "" {
 				return fmt.Errorf("%d files need --output DIR", len(files))
 			}
+			setVAD()
 			return a.transcribe(cmd.Context(), files, f)
 		},
 	}
@@ -55,6 +77,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "initial prompt (names, spelling)")
 	cmd.Flags().BoolVar(&f.translate, "translate", false, "translate to English")
 	cmd.Flags().BoolVar(&f.upload, "upload", false, "upload the files instead of passing their paths")
+	setVAD = addVADFlags(cmd, &f.vad)
 	return cmd
 }
 
@@ -108,7 +131,7 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 
 func submitFile(ctx context.Context, c *client.Client, file string, f transcribeFlags) (api.Job, error) {
 	req := api.JobRequest{Model: f.model, Language: f.language, Format: cliFormats[f.format].format, Priority: f.priority,
-		Translate: f.translate, Prompt: f.prompt}
+		Translate: f.translate, Prompt: f.prompt, VADOptions: f.vad}
 	if !f.upload {
 		abs, err := filepath.Abs(file)
 		if err != nil {

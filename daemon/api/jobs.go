@@ -22,6 +22,21 @@ type JobRequest struct {
 	Priority string `json:"priority,omitempty"`
 	// KeepAliveSeconds keeps the loaded model warm after the job.
 	KeepAliveSeconds float64 `json:"keep_alive_seconds,omitempty"`
+	VADOptions
+}
+
+// VADOptions are a job's voice activity detection choices: JSON fields of
+// POST /v1/jobs, form fields of uploads and of the OpenAI endpoint. Zero
+// values keep the model entry's settings; VAD false turns it off.
+type VADOptions struct {
+	VAD *bool `json:"vad,omitempty"`
+	// VADModel is a file in [models] dir (a name, not a path).
+	VADModel        string  `json:"vad_model,omitempty"`
+	VADThreshold    float64 `json:"vad_threshold,omitempty"`
+	VADMinSpeechMS  int     `json:"vad_min_speech_ms,omitempty"`
+	VADMinSilenceMS int     `json:"vad_min_silence_ms,omitempty"`
+	VADMaxSpeechS   float64 `json:"vad_max_speech_s,omitempty"`
+	VADSpeechPadMS  int     `json:"vad_speech_pad_ms,omitempty"`
 }
 
 // JobState is a job's place in its lifecycle.
@@ -83,6 +98,7 @@ type JobSpec struct {
 	Priority  string        `json:"priority"`
 	KeepAlive time.Duration `json:"keep_alive,omitempty"`
 	Owner     Holder        `json:"owner"`
+	VADOptions
 }
 
 // Timing is when a job entered and left one state.

@@ -47,6 +47,7 @@ func writeJobForm(mw *multipart.Writer, f io.Reader, name string, req api.JobReq
 	if req.KeepAliveSeconds > 0 {
 		fields["keep_alive_seconds"] = strconv.FormatFloat(req.KeepAliveSeconds, 'f', -1, 64)
 	}
+	vadFormFields(fields, req.VADOptions)
 	for k, v := range fields {
 		if v != "" {
 			if err := mw.WriteField(k, v); err != nil {
@@ -111,4 +112,22 @@ func (c *Client) jobEventsOnce(ctx context.Context, id string, f func(api.JobEve
 		}
 		return f(ev)
 	})
+}
+
+// vadFormFields adds the set VAD options as form fields.
+func vadFormFields(fields map[string]string, o api.VADOptions) {
+	if o.VAD != nil {
+		fields["vad"] = strconv.FormatBool(*o.VAD)
+	}
+	fields["vad_model"] = o.VADModel
+	for k, v := range map[string]float64{"vad_threshold": o.VADThreshold, "vad_max_speech_s": o.VADMaxSpeechS} {
+		if v != 0 {
+			fields[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	for k, v := range map[string]int{"vad_min_speech_ms": o.VADMinSpeechMS, "vad_min_silence_ms": o.VADMinSilenceMS, "vad_speech_pad_ms": o.VADSpeechPadMS} {
+		if v != 0 {
+			fields[k] = strconv.Itoa(v)
+		}
+	}
 }

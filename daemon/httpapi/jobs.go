@@ -56,6 +56,10 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 		Model: req.Model, Language: strings.ToLower(strings.TrimSpace(req.Language)), Translate: req.Translate,
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
 	}
+	var err error
+	if spec.VADOptions, err = jobVAD(req.VADOptions); err != nil {
+		return spec, err
+	}
 	if spec.Model == "" || spec.Model == "whisper-1" {
 		spec.Model = s.cfg.Models.Default
 	}
@@ -65,7 +69,6 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	if spec.Language != "" && !transcript.IsLanguage(spec.Language) {
 		return spec, badRequest("invalid_field", "field language: %q is not a Whisper language code (e.g. en, de, zh)", req.Language)
 	}
-	var err error
 	if spec.Format, err = transcript.ParseFormat(req.Format); err != nil {
 		return spec, badRequest("invalid_field", "field format: %v", err)
 	}
@@ -147,6 +150,10 @@ func (s *Server) readJobRequest(w http.ResponseWriter, r *http.Request) (api.Job
 			s.removeFile(path)
 			return req, "", badRequest("invalid_field", "field keep_alive_seconds: %q is not a number", v)
 		}
+	}
+	if req.VADOptions, err = vadFromForm(form); err != nil {
+		s.removeFile(path)
+		return req, "", err
 	}
 	return req, path, nil
 }

@@ -41,7 +41,8 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 
 // openAITranscription serves POST /v1/audio/transcriptions and
 // /v1/audio/translations: multipart file, model, language, prompt,
-// response_format, temperature, timestamp_granularities[]; synchronous,
+// response_format, temperature, timestamp_granularities[] and wsched's VAD
+// fields (vad, vad_model, vad_threshold, …: vadFromForm); synchronous,
 // through the same job machinery as /v1/jobs.
 func (s *Server) openAITranscription(translate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +92,10 @@ func openAIRequest(form map[string]string, translate bool) (api.JobRequest, erro
 			return req, badRequest("invalid_field", "field temperature: %q is not allowed: want a number from 0 to 1", v)
 		}
 		req.Temperature = t
+	}
+	var err error
+	if req.VADOptions, err = vadFromForm(form); err != nil {
+		return req, err
 	}
 	for _, g := range strings.Split(form["timestamp_granularities[]"], ",") {
 		switch strings.TrimSpace(g) {

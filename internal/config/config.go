@@ -151,13 +151,47 @@ type Models struct {
 }
 
 // Model is one [[models.model]] entry: a model served under Name by
-// Backend from the file or directory at Path.
+// Backend from the file or directory at Path, or, for backend "exec", by an
+// existing transcription server that Command starts (see Exec).
 type Model struct {
 	Name    string `toml:"name"`
 	Backend string `toml:"backend"`
-	Path    string `toml:"path"`
+	// Path is the model file or directory; for backend "exec" the HTTP
+	// route the app transcribes on (protocol "multipart", or a non-default
+	// OpenAI route).
+	Path string `toml:"path"`
 	// Memory is the lease an instance of this model gets; needed for
-	// backends the estimator has no profile for, and overrides the estimate
-	// for the others. 0 (or absent): estimate.
+	// backends the estimator has no profile for (exec: required), and
+	// overrides the estimate for the others. 0 (or absent): estimate.
 	Memory units.Bytes `toml:"memory"`
+	// VAD turns voice activity detection on for this model's jobs unless a
+	// job says otherwise; VADModel is the VAD model file (whisper.cpp: a
+	// silero ggml file) and the VAD… keys tune it (0: backend default).
+	VAD              bool           `toml:"vad"`
+	VADModel         string         `toml:"vad_model"`
+	VADThreshold     float64        `toml:"vad_threshold"`
+	VADMinSpeech     units.Duration `toml:"vad_min_speech"`
+	VADMinSilence    units.Duration `toml:"vad_min_silence"`
+	VADMaxSpeech     units.Duration `toml:"vad_max_speech"`
+	VADSpeechPadding units.Duration `toml:"vad_speech_pad"`
+
+	// The keys below are read for backend "exec" only: an existing
+	// transcription server started under the instance's lease.
+
+	// Command starts the app (argv; the first element is looked up in PATH).
+	Command []string `toml:"command"`
+	// Dir is the app's working directory (absolute).
+	Dir string `toml:"dir"`
+	// Env is added to the lease's environment.
+	Env map[string]string `toml:"env"`
+	// Health is the route that answers 2xx once the app serves ("/health").
+	Health string `toml:"health"`
+	// Protocol is "openai" (POST multipart to /v1/audio/transcriptions,
+	// verbose_json answer) or "multipart" (POST the file as Field to Path,
+	// the text at TextJSONPath of the JSON answer).
+	Protocol     string `toml:"protocol"`
+	Field        string `toml:"field"`
+	TextJSONPath string `toml:"text_json_path"`
+	// StartTimeout bounds the wait for the app's health route (default 2m).
+	StartTimeout units.Duration `toml:"start_timeout"`
 }

@@ -129,8 +129,9 @@ func (m Models) validate() error {
 			return bad(key+".name", "is empty: want the name clients ask for")
 		case strings.TrimSpace(e.Backend) == "":
 			return bad(key+".backend", "is empty: want the backend that serves %q (whisper.cpp, say)", e.Name)
-		case !filepath.IsAbs(e.Path):
-			return bad(key+".path", "%q is not allowed: want an absolute path", e.Path)
+		}
+		if err := e.validate(key); err != nil {
+			return err
 		}
 		if j, dup := seen[e.Name]; dup {
 			return bad(key+".name", "%q is already the name of model entry %d", e.Name, j+1)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/wsched/wsched/estimator"
@@ -83,6 +82,10 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
+	if m.Backend == config.ExecBackend && vadOn(m, job) {
+		return transcript.Transcript{}, jobs.Mark(fmt.Errorf("model %q (backend %s): voice activity detection is not available: the app gets the audio as it is (submit without vad)",
+			m.Name, config.ExecBackend), jobs.ErrBadInput)
+	}
 	bytes, key, err := r.size(m, job)
 	if err != nil {
 		return transcript.Transcript{}, err
@@ -93,7 +96,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	}
 	granted := placement.Lease{Bytes: bytes, GPUIndex: -1} // until OnGranted says where
 	inst, release, err := r.backends.Acquire(ctx, host.Spec{
-		Backend: pluginFor(m.Backend), Load: loadRequest(m),
+		Backend: pluginFor(m.Backend), Load: r.loadRequest(m, job),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 		OnGranted: func(l placement.Lease) { // the attempt counts from here, not while it waits
@@ -110,7 +113,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	defer release()
 	l := inst.Lease()
 	rep.Processing()
-	res, err := inst.Transcribe(ctx, transcribeRequest(job), func(ev plugins.Event) error {
+	res, err := inst.Transcribe(ctx, transcribeRequest(m, job), func(ev plugins.Event) error {
 		switch ev.Kind {
 		case plugins.EventProgress:
 			rep.Progress(ev.Percent)
@@ -137,19 +140,6 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		}
 	}
 	return toTranscript(job, res), nil
-}
-
-// loadRequest is how a model is loaded; sizeJob estimates for the same.
-func loadRequest(m models.Model) plugins.LoadRequest {
-	return plugins.LoadRequest{ModelPath: m.Path, FlashAttention: m.Backend == models.WhisperCpp && whisperFlashAttention}
-}
-
-func transcribeRequest(job jobs.Job) plugins.TranscribeRequest {
-	req := plugins.TranscribeRequest{AudioPath: job.Spec.AudioPath, Language: job.Spec.Language, Translate: job.Spec.Translate, InitialPrompt: job.Spec.Prompt}
-	if job.Spec.Temperature > 0 {
-		req.Extra = map[string]string{"temperature": strconv.FormatFloat(job.Spec.Temperature, 'f', -1, 64)}
-	}
-	return req
 }
 
 func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {

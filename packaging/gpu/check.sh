@@ -13,6 +13,7 @@
 #   3. the second run, after learning;
 #   4. CUDA OOM: a model entry whose memory is far too small, on a GPU another process has filled
 #      but for 1.5 GiB for 25 s: the job's attempts and outcome.
+# WSCHED_GPU_STEPS=backends: only the build and `wsched backends` (the device kinds a CUDA build reports).
 set -euo pipefail
 kit=$(realpath "${1:?usage: check.sh KIT OUT}")
 out=$(realpath "${2:?usage: check.sh KIT OUT}")
@@ -43,7 +44,7 @@ build_whisper() {
 write_config() {
 	mkdir -p "$work/models" "$work/plugins"
 	rm -rf "$work/state"
-	cp "$kit"/models/for-tests-ggml-*.bin "$work/models/"
+	cp "$kit"/models/for-tests-ggml-*.bin "$work/models/" 2>/dev/null || true
 	install -m 0755 "$kit/bin/wsched-backend-whisper" "$work/plugins/"
 	cat >"$work/wsched.toml" <<EOF
 [daemon]
@@ -142,6 +143,17 @@ EOF
 
 build_whisper
 export LD_LIBRARY_PATH="$work/prefix/lib"
+if [ "${WSCHED_GPU_STEPS:-all}" = backends ]; then # the build and what `wsched backends` sees of it only
+	mkdir -p "$kit/models"
+	write_config
+	start_daemon
+	ws backends >"$out/backends.txt" 2>&1 || true
+	ws backends --json >"$out/backends.json" 2>&1 || true
+	kill "$daemon" || true
+	wait "$daemon" || true
+	log "done"
+	exit 0
+fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 bare_context
 write_config

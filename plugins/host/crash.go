@@ -25,7 +25,7 @@ func (h *Host) crashed(ctx context.Context, w *worker, p *process, during string
 
 	h.report(w, Event{Type: EventCrashed, PID: p.pid, During: during, Err: cause})
 	p.kill()
-	h.removePID(w, p.pid)
+	h.removePIDs(w, p)
 	newPID, err := h.restart(ctx, w)
 
 	h.mu.Lock()

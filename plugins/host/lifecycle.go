@@ -50,7 +50,7 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	}
 	fail := func(err error) (*process, plugins.Info, plugins.MemoryReport, error) {
 		p.kill()
-		h.removePID(w, p.pid)
+		h.removePIDs(w, p)
 		return nil, info, mem, err
 	}
 	if _, err := h.opts.Leases.AddPID(ctx, w.lease.ID, p.pid); err != nil {
@@ -62,10 +62,13 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if mem, err = p.backend.Load(ctx, req); err != nil {
 		return fail(fmt.Errorf("load %s on %s: %w", req.ModelPath, req.Device, err))
 	}
-	h.sample(ctx, w, "load")
 	if info, err = p.backend.Info(ctx); err != nil {
 		return fail(fmt.Errorf("info: %w", err))
 	}
+	if err := h.addAppPIDs(ctx, w, p, info.PIDs); err != nil {
+		return fail(err)
+	}
+	h.sample(ctx, w, "load") // with the app's processes on the lease
 	if info.Name != w.bin.Name {
 		w.log.Warn("backend calls itself by another name than its file", "info_name", info.Name, "path", w.bin.Path)
 	}
@@ -186,12 +189,34 @@ func (h *Host) releaseLease(l placement.Lease, reason string) {
 	}
 }
 
-// removePID stops counting a dead backend process against w's lease.
-func (h *Host) removePID(w *worker, pid int) {
+// addAppPIDs counts the processes a backend says hold its model (an app it
+// started: Info.PIDs) against w's lease, so reconciliation and learning see
+// their device memory; p.extra remembers them for removePIDs.
+func (h *Host) addAppPIDs(ctx context.Context, w *worker, p *process, pids []int) error {
+	for _, pid := range pids {
+		if pid <= 0 || pid == p.pid || slices.Contains(p.extra, pid) {
+			continue
+		}
+		if _, err := h.opts.Leases.AddPID(ctx, w.lease.ID, pid); err != nil {
+			return fmt.Errorf("register the backend's process %d with lease %s: %w", pid, w.lease.ID, err)
+		}
+		p.extra = append(p.extra, pid)
+	}
+	if len(p.extra) > 0 {
+		w.log.Debug("backend's processes counted against its lease", "pids", p.extra)
+	}
+	return nil
+}
+
+// removePIDs stops counting a dead backend process, and the processes it
+// ran, against w's lease.
+func (h *Host) removePIDs(w *worker, p *process) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := h.opts.Leases.RemovePID(ctx, w.lease.ID, pid); err != nil && !errors.Is(err, placement.ErrEnded) {
-		w.log.Debug("cannot unregister backend pid", "pid", pid, "err", err)
+	for _, pid := range append([]int{p.pid}, p.extra...) {
+		if _, err := h.opts.Leases.RemovePID(ctx, w.lease.ID, pid); err != nil && !errors.Is(err, placement.ErrEnded) {
+			w.log.Debug("cannot unregister backend pid", "pid", pid, "err", err)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ type process struct {
 	client  *plugin.Client
 	backend plugins.Backend
 	pid     int
+	extra   []int  // processes the backend ran (Info.PIDs), counted against the lease
 	sockDir string // the backend's socket directory, removed with the process
 }
 

@@ -53,6 +53,7 @@ type Fake struct {
 	mu     sync.Mutex
 	model  string // loaded model path; "" when none
 	device string
+	vad    string // the VAD model given at load
 }
 
 var _ plugins.Backend = (*Fake)(nil)
@@ -112,7 +113,7 @@ func (f *Fake) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Memor
 		return plugins.MemoryReport{}, fmt.Errorf("fake load: %w: %w", plugins.ErrBadRequest, err)
 	}
 	f.mu.Lock()
-	f.model, f.device = req.ModelPath, req.Device
+	f.model, f.device, f.vad = req.ModelPath, req.Device, req.VADModelPath
 	f.mu.Unlock()
 	f.log.Info("loaded model", "model", req.ModelPath, "device", req.Device)
 	return rep, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +26,13 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 		return fail(err)
 	}
 	f.mu.Lock()
-	loaded := f.model != ""
+	loaded, vadModel := f.model != "", f.vad
 	f.mu.Unlock()
 	if !loaded {
 		return fail(plugins.ErrNotLoaded)
+	}
+	if req.VAD && vadModel == "" {
+		return fail(fmt.Errorf("%w: VAD asked for, but no VAD model was given at load", plugins.ErrBadRequest))
 	}
 	if _, err := os.Stat(req.AudioPath); err != nil {
 		return fail(fmt.Errorf("%w: %w", plugins.ErrBadAudio, err))
@@ -63,6 +67,11 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	lang := req.Language
 	if lang == "" || lang == "auto" {
 		lang = "en"
+	}
+	if req.VAD { // say what VAD would have run with
+		v := req.VADParams
+		texts = append(texts, fmt.Sprintf("vad model=%s threshold=%.3g min_speech=%s min_silence=%s max_speech=%s pad=%s",
+			filepath.Base(vadModel), v.Threshold, v.MinSpeech, v.MinSilence, v.MaxSpeech, v.SpeechPad))
 	}
 	return plugins.Result{Language: lang, Duration: time.Duration(sc.segments) * time.Second, Text: strings.Join(texts, " ")}, nil
 }

@@ -78,7 +78,12 @@ type InfoResponse struct {
 	// Device kinds it can run on, in wsched's device syntax: "cpu", "cuda".
 	Devices []string `protobuf:"bytes,4,rep,name=devices,proto3" json:"devices,omitempty"`
 	// Free-form facts for `wsched backends` (library versions, build flags).
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Processes other than the backend itself that hold the loaded model
+	// (an existing app the backend started, and that app's workers). The host
+	// counts them against the instance's lease, so reconciliation and learning
+	// see their device memory. Empty for backends that run in-process.
+	Pids          []int32 `protobuf:"varint,6,rep,packed,name=pids,proto3" json:"pids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,6 +149,13 @@ func (x *InfoResponse) GetDevices() []string {
 func (x *InfoResponse) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetPids() []int32 {
+	if x != nil {
+		return x.Pids
 	}
 	return nil
 }
@@ -394,6 +406,8 @@ type TranscribeRequest struct {
 	InitialPrompt string `protobuf:"bytes,6,opt,name=initial_prompt,json=initialPrompt,proto3" json:"initial_prompt,omitempty"`
 	// Skip non-speech using the VAD model given at Load.
 	Vad bool `protobuf:"varint,7,opt,name=vad,proto3" json:"vad,omitempty"`
+	// How VAD cuts the audio; unset fields keep the backend's defaults.
+	VadParams *VadParams `protobuf:"bytes,8,opt,name=vad_params,json=vadParams,proto3" json:"vad_params,omitempty"`
 	// Backend-specific settings for this call.
 	Extra         map[string]string `protobuf:"bytes,15,rep,name=extra,proto3" json:"extra,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -479,11 +493,101 @@ func (x *TranscribeRequest) GetVad() bool {
 	return false
 }
 
+func (x *TranscribeRequest) GetVadParams() *VadParams {
+	if x != nil {
+		return x.VadParams
+	}
+	return nil
+}
+
 func (x *TranscribeRequest) GetExtra() map[string]string {
 	if x != nil {
 		return x.Extra
 	}
 	return nil
+}
+
+// VadParams tune voice activity detection (whisper.cpp's whisper_vad_params,
+// silero's terms). A zero field means the backend's default.
+type VadParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Speech probability above which a frame counts as speech (0 to 1).
+	Threshold float32 `protobuf:"fixed32,1,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// Speech shorter than this is dropped.
+	MinSpeechMs int32 `protobuf:"varint,2,opt,name=min_speech_ms,json=minSpeechMs,proto3" json:"min_speech_ms,omitempty"`
+	// Silence at least this long ends a speech segment.
+	MinSilenceMs int32 `protobuf:"varint,3,opt,name=min_silence_ms,json=minSilenceMs,proto3" json:"min_silence_ms,omitempty"`
+	// A speech segment longer than this is split.
+	MaxSpeechS float32 `protobuf:"fixed32,4,opt,name=max_speech_s,json=maxSpeechS,proto3" json:"max_speech_s,omitempty"`
+	// Padding kept before and after each speech segment.
+	SpeechPadMs   int32 `protobuf:"varint,5,opt,name=speech_pad_ms,json=speechPadMs,proto3" json:"speech_pad_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VadParams) Reset() {
+	*x = VadParams{}
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VadParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VadParams) ProtoMessage() {}
+
+func (x *VadParams) ProtoReflect() protoreflect.Message {
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VadParams.ProtoReflect.Descriptor instead.
+func (*VadParams) Descriptor() ([]byte, []int) {
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *VadParams) GetThreshold() float32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *VadParams) GetMinSpeechMs() int32 {
+	if x != nil {
+		return x.MinSpeechMs
+	}
+	return 0
+}
+
+func (x *VadParams) GetMinSilenceMs() int32 {
+	if x != nil {
+		return x.MinSilenceMs
+	}
+	return 0
+}
+
+func (x *VadParams) GetMaxSpeechS() float32 {
+	if x != nil {
+		return x.MaxSpeechS
+	}
+	return 0
+}
+
+func (x *VadParams) GetSpeechPadMs() int32 {
+	if x != nil {
+		return x.SpeechPadMs
+	}
+	return 0
 }
 
 // TranscribeResponse is one message of the Transcribe stream: any number of
@@ -502,7 +606,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[6]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +618,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[6]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +631,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{6}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TranscribeResponse) GetEvent() isTranscribeResponse_Event {
@@ -596,7 +700,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[7]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +712,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[7]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +725,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{7}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Progress) GetPercent() float64 {
@@ -645,7 +749,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[8]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +761,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[8]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +774,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{8}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Segment) GetIndex() int32 {
@@ -715,7 +819,7 @@ type TranscribeResult struct {
 
 func (x *TranscribeResult) Reset() {
 	*x = TranscribeResult{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[9]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +831,7 @@ func (x *TranscribeResult) String() string {
 func (*TranscribeResult) ProtoMessage() {}
 
 func (x *TranscribeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[9]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +844,7 @@ func (x *TranscribeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResult.ProtoReflect.Descriptor instead.
 func (*TranscribeResult) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{9}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TranscribeResult) GetLanguage() string {
@@ -772,7 +876,7 @@ type UnloadRequest struct {
 
 func (x *UnloadRequest) Reset() {
 	*x = UnloadRequest{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[10]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +888,7 @@ func (x *UnloadRequest) String() string {
 func (*UnloadRequest) ProtoMessage() {}
 
 func (x *UnloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[10]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +901,7 @@ func (x *UnloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnloadRequest.ProtoReflect.Descriptor instead.
 func (*UnloadRequest) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{10}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{11}
 }
 
 type UnloadResponse struct {
@@ -808,7 +912,7 @@ type UnloadResponse struct {
 
 func (x *UnloadResponse) Reset() {
 	*x = UnloadResponse{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[11]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +924,7 @@ func (x *UnloadResponse) String() string {
 func (*UnloadResponse) ProtoMessage() {}
 
 func (x *UnloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[11]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +937,7 @@ func (x *UnloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnloadResponse.ProtoReflect.Descriptor instead.
 func (*UnloadResponse) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{11}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{12}
 }
 
 type HealthRequest struct {
@@ -844,7 +948,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +960,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[12]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +973,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{12}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{13}
 }
 
 type HealthResponse struct {
@@ -880,7 +984,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +996,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wsched_backend_v1_backend_proto_msgTypes[13]
+	mi := &file_wsched_backend_v1_backend_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1009,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{13}
+	return file_wsched_backend_v1_backend_proto_rawDescGZIP(), []int{14}
 }
 
 var File_wsched_backend_v1_backend_proto protoreflect.FileDescriptor
@@ -913,13 +1017,14 @@ var File_wsched_backend_v1_backend_proto protoreflect.FileDescriptor
 const file_wsched_backend_v1_backend_proto_rawDesc = "" +
 	"\n" +
 	"\x1fwsched/backend/v1/backend.proto\x12\x11wsched.backend.v1\x1a\x1egoogle/protobuf/duration.proto\"\r\n" +
-	"\vInfoRequest\"\x83\x02\n" +
+	"\vInfoRequest\"\x97\x02\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12#\n" +
 	"\rmodel_formats\x18\x03 \x03(\tR\fmodelFormats\x12\x18\n" +
 	"\adevices\x18\x04 \x03(\tR\adevices\x12I\n" +
-	"\bmetadata\x18\x05 \x03(\v2-.wsched.backend.v1.InfoResponse.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2-.wsched.backend.v1.InfoResponse.MetadataEntryR\bmetadata\x12\x12\n" +
+	"\x04pids\x18\x06 \x03(\x05R\x04pids\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x02\n" +
@@ -949,7 +1054,7 @@ const file_wsched_backend_v1_backend_proto_rawDesc = "" +
 	"totalBytes\x1a?\n" +
 	"\x11ComputeBytesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xdc\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x99\x03\n" +
 	"\x11TranscribeRequest\x12\x1d\n" +
 	"\n" +
 	"audio_path\x18\x01 \x01(\tR\taudioPath\x12\x1a\n" +
@@ -958,12 +1063,21 @@ const file_wsched_backend_v1_backend_proto_rawDesc = "" +
 	"\tbeam_size\x18\x04 \x01(\x05R\bbeamSize\x12\x17\n" +
 	"\abest_of\x18\x05 \x01(\x05R\x06bestOf\x12%\n" +
 	"\x0einitial_prompt\x18\x06 \x01(\tR\rinitialPrompt\x12\x10\n" +
-	"\x03vad\x18\a \x01(\bR\x03vad\x12E\n" +
+	"\x03vad\x18\a \x01(\bR\x03vad\x12;\n" +
+	"\n" +
+	"vad_params\x18\b \x01(\v2\x1c.wsched.backend.v1.VadParamsR\tvadParams\x12E\n" +
 	"\x05extra\x18\x0f \x03(\v2/.wsched.backend.v1.TranscribeRequest.ExtraEntryR\x05extra\x1a8\n" +
 	"\n" +
 	"ExtraEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x01\n" +
+	"\tVadParams\x12\x1c\n" +
+	"\tthreshold\x18\x01 \x01(\x02R\tthreshold\x12\"\n" +
+	"\rmin_speech_ms\x18\x02 \x01(\x05R\vminSpeechMs\x12$\n" +
+	"\x0emin_silence_ms\x18\x03 \x01(\x05R\fminSilenceMs\x12 \n" +
+	"\fmax_speech_s\x18\x04 \x01(\x02R\n" +
+	"maxSpeechS\x12\"\n" +
+	"\rspeech_pad_ms\x18\x05 \x01(\x05R\vspeechPadMs\"\xcf\x01\n" +
 	"\x12TranscribeResponse\x129\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1b.wsched.backend.v1.ProgressH\x00R\bprogress\x126\n" +
 	"\asegment\x18\x02 \x01(\v2\x1a.wsched.backend.v1.SegmentH\x00R\asegment\x12=\n" +
@@ -1004,7 +1118,7 @@ func file_wsched_backend_v1_backend_proto_rawDescGZIP() []byte {
 	return file_wsched_backend_v1_backend_proto_rawDescData
 }
 
-var file_wsched_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_wsched_backend_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_wsched_backend_v1_backend_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 0: wsched.backend.v1.InfoRequest
 	(*InfoResponse)(nil),        // 1: wsched.backend.v1.InfoResponse
@@ -1012,47 +1126,49 @@ var file_wsched_backend_v1_backend_proto_goTypes = []any{
 	(*LoadResponse)(nil),        // 3: wsched.backend.v1.LoadResponse
 	(*MemoryReport)(nil),        // 4: wsched.backend.v1.MemoryReport
 	(*TranscribeRequest)(nil),   // 5: wsched.backend.v1.TranscribeRequest
-	(*TranscribeResponse)(nil),  // 6: wsched.backend.v1.TranscribeResponse
-	(*Progress)(nil),            // 7: wsched.backend.v1.Progress
-	(*Segment)(nil),             // 8: wsched.backend.v1.Segment
-	(*TranscribeResult)(nil),    // 9: wsched.backend.v1.TranscribeResult
-	(*UnloadRequest)(nil),       // 10: wsched.backend.v1.UnloadRequest
-	(*UnloadResponse)(nil),      // 11: wsched.backend.v1.UnloadResponse
-	(*HealthRequest)(nil),       // 12: wsched.backend.v1.HealthRequest
-	(*HealthResponse)(nil),      // 13: wsched.backend.v1.HealthResponse
-	nil,                         // 14: wsched.backend.v1.InfoResponse.MetadataEntry
-	nil,                         // 15: wsched.backend.v1.LoadRequest.ExtraEntry
-	nil,                         // 16: wsched.backend.v1.MemoryReport.ComputeBytesEntry
-	nil,                         // 17: wsched.backend.v1.TranscribeRequest.ExtraEntry
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(*VadParams)(nil),           // 6: wsched.backend.v1.VadParams
+	(*TranscribeResponse)(nil),  // 7: wsched.backend.v1.TranscribeResponse
+	(*Progress)(nil),            // 8: wsched.backend.v1.Progress
+	(*Segment)(nil),             // 9: wsched.backend.v1.Segment
+	(*TranscribeResult)(nil),    // 10: wsched.backend.v1.TranscribeResult
+	(*UnloadRequest)(nil),       // 11: wsched.backend.v1.UnloadRequest
+	(*UnloadResponse)(nil),      // 12: wsched.backend.v1.UnloadResponse
+	(*HealthRequest)(nil),       // 13: wsched.backend.v1.HealthRequest
+	(*HealthResponse)(nil),      // 14: wsched.backend.v1.HealthResponse
+	nil,                         // 15: wsched.backend.v1.InfoResponse.MetadataEntry
+	nil,                         // 16: wsched.backend.v1.LoadRequest.ExtraEntry
+	nil,                         // 17: wsched.backend.v1.MemoryReport.ComputeBytesEntry
+	nil,                         // 18: wsched.backend.v1.TranscribeRequest.ExtraEntry
+	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
 }
 var file_wsched_backend_v1_backend_proto_depIdxs = []int32{
-	14, // 0: wsched.backend.v1.InfoResponse.metadata:type_name -> wsched.backend.v1.InfoResponse.MetadataEntry
-	15, // 1: wsched.backend.v1.LoadRequest.extra:type_name -> wsched.backend.v1.LoadRequest.ExtraEntry
+	15, // 0: wsched.backend.v1.InfoResponse.metadata:type_name -> wsched.backend.v1.InfoResponse.MetadataEntry
+	16, // 1: wsched.backend.v1.LoadRequest.extra:type_name -> wsched.backend.v1.LoadRequest.ExtraEntry
 	4,  // 2: wsched.backend.v1.LoadResponse.memory:type_name -> wsched.backend.v1.MemoryReport
-	16, // 3: wsched.backend.v1.MemoryReport.compute_bytes:type_name -> wsched.backend.v1.MemoryReport.ComputeBytesEntry
-	17, // 4: wsched.backend.v1.TranscribeRequest.extra:type_name -> wsched.backend.v1.TranscribeRequest.ExtraEntry
-	7,  // 5: wsched.backend.v1.TranscribeResponse.progress:type_name -> wsched.backend.v1.Progress
-	8,  // 6: wsched.backend.v1.TranscribeResponse.segment:type_name -> wsched.backend.v1.Segment
-	9,  // 7: wsched.backend.v1.TranscribeResponse.result:type_name -> wsched.backend.v1.TranscribeResult
-	18, // 8: wsched.backend.v1.Segment.start:type_name -> google.protobuf.Duration
-	18, // 9: wsched.backend.v1.Segment.end:type_name -> google.protobuf.Duration
-	18, // 10: wsched.backend.v1.TranscribeResult.duration:type_name -> google.protobuf.Duration
-	0,  // 11: wsched.backend.v1.Backend.Info:input_type -> wsched.backend.v1.InfoRequest
-	2,  // 12: wsched.backend.v1.Backend.Load:input_type -> wsched.backend.v1.LoadRequest
-	5,  // 13: wsched.backend.v1.Backend.Transcribe:input_type -> wsched.backend.v1.TranscribeRequest
-	10, // 14: wsched.backend.v1.Backend.Unload:input_type -> wsched.backend.v1.UnloadRequest
-	12, // 15: wsched.backend.v1.Backend.Health:input_type -> wsched.backend.v1.HealthRequest
-	1,  // 16: wsched.backend.v1.Backend.Info:output_type -> wsched.backend.v1.InfoResponse
-	3,  // 17: wsched.backend.v1.Backend.Load:output_type -> wsched.backend.v1.LoadResponse
-	6,  // 18: wsched.backend.v1.Backend.Transcribe:output_type -> wsched.backend.v1.TranscribeResponse
-	11, // 19: wsched.backend.v1.Backend.Unload:output_type -> wsched.backend.v1.UnloadResponse
-	13, // 20: wsched.backend.v1.Backend.Health:output_type -> wsched.backend.v1.HealthResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	17, // 3: wsched.backend.v1.MemoryReport.compute_bytes:type_name -> wsched.backend.v1.MemoryReport.ComputeBytesEntry
+	6,  // 4: wsched.backend.v1.TranscribeRequest.vad_params:type_name -> wsched.backend.v1.VadParams
+	18, // 5: wsched.backend.v1.TranscribeRequest.extra:type_name -> wsched.backend.v1.TranscribeRequest.ExtraEntry
+	8,  // 6: wsched.backend.v1.TranscribeResponse.progress:type_name -> wsched.backend.v1.Progress
+	9,  // 7: wsched.backend.v1.TranscribeResponse.segment:type_name -> wsched.backend.v1.Segment
+	10, // 8: wsched.backend.v1.TranscribeResponse.result:type_name -> wsched.backend.v1.TranscribeResult
+	19, // 9: wsched.backend.v1.Segment.start:type_name -> google.protobuf.Duration
+	19, // 10: wsched.backend.v1.Segment.end:type_name -> google.protobuf.Duration
+	19, // 11: wsched.backend.v1.TranscribeResult.duration:type_name -> google.protobuf.Duration
+	0,  // 12: wsched.backend.v1.Backend.Info:input_type -> wsched.backend.v1.InfoRequest
+	2,  // 13: wsched.backend.v1.Backend.Load:input_type -> wsched.backend.v1.LoadRequest
+	5,  // 14: wsched.backend.v1.Backend.Transcribe:input_type -> wsched.backend.v1.TranscribeRequest
+	11, // 15: wsched.backend.v1.Backend.Unload:input_type -> wsched.backend.v1.UnloadRequest
+	13, // 16: wsched.backend.v1.Backend.Health:input_type -> wsched.backend.v1.HealthRequest
+	1,  // 17: wsched.backend.v1.Backend.Info:output_type -> wsched.backend.v1.InfoResponse
+	3,  // 18: wsched.backend.v1.Backend.Load:output_type -> wsched.backend.v1.LoadResponse
+	7,  // 19: wsched.backend.v1.Backend.Transcribe:output_type -> wsched.backend.v1.TranscribeResponse
+	12, // 20: wsched.backend.v1.Backend.Unload:output_type -> wsched.backend.v1.UnloadResponse
+	14, // 21: wsched.backend.v1.Backend.Health:output_type -> wsched.backend.v1.HealthResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_wsched_backend_v1_backend_proto_init() }
@@ -1060,7 +1176,7 @@ func file_wsched_backend_v1_backend_proto_init() {
 	if File_wsched_backend_v1_backend_proto != nil {
 		return
 	}
-	file_wsched_backend_v1_backend_proto_msgTypes[6].OneofWrappers = []any{
+	file_wsched_backend_v1_backend_proto_msgTypes[7].OneofWrappers = []any{
 		(*TranscribeResponse_Progress)(nil),
 		(*TranscribeResponse_Segment)(nil),
 		(*TranscribeResponse_Result)(nil),
@@ -1071,7 +1187,7 @@ func file_wsched_backend_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wsched_backend_v1_backend_proto_rawDesc), len(file_wsched_backend_v1_backend_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

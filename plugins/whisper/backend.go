@@ -48,6 +48,7 @@ type Backend struct {
 	sink    *logSink
 	sinkRef cgo.Handle // never deleted: C may log at any time
 	devs    []ggmlDevice
+	regs    []string      // ggml backend registries loaded (CPU, CUDA, …)
 	sem     chan struct{} // held during every whisper.cpp call
 
 	mu     sync.Mutex
@@ -68,7 +69,7 @@ func New(opts Options) *Backend {
 	b.sinkRef = cgo.NewHandle(b.sink)
 	installLog(b.sinkRef)
 	loadBackends()
-	b.devs = devices()
+	b.devs, b.regs = devices(), registries()
 	return b
 }
 
@@ -76,7 +77,7 @@ func New(opts Options) *Backend {
 // devices, the ffmpeg in use, the loaded model and where it went, and the
 // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER the process was started with.
 func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
-	kinds := []string{"cpu"}
+	kinds := deviceKinds(b.devs, b.regs)
 	var names []string
 	for _, d := range b.devs {
 		name := d.name + " (" + d.description + ")"
@@ -84,19 +85,17 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 			name += fmt.Sprintf(", %d of %d MiB free at start", d.freeBytes>>20, d.totalBytes>>20)
 		}
 		names = append(names, name)
-		if d.gpu && len(kinds) == 1 {
-			kinds = append(kinds, "cuda")
-		}
 	}
 	version := b.opts.Version
 	if version == "" {
 		version = "dev"
 	}
 	meta := map[string]string{
-		"whisper_cpp": whisperVersion(),
-		"system_info": systemInfo(),
-		"devices":     strings.Join(names, "; "),
-		"ffmpeg":      b.ffmpeg(),
+		"whisper_cpp":   whisperVersion(),
+		"system_info":   systemInfo(),
+		"devices":       strings.Join(names, "; "),
+		"ggml_backends": strings.Join(b.regs, ","),
+		"ffmpeg":        b.ffmpeg(),
 	}
 	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
 		if v, ok := os.LookupEnv(name); ok {
@@ -110,6 +109,27 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	}
 	b.mu.Unlock()
 	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta}, nil
+}
+
+// deviceKinds are the device kinds the build can run on: cpu, and cuda when
+// ggml has a GPU device or loaded a GPU backend (CUDA, Vulkan, …) even with
+// no device visible — the host probes Info with CUDA_VISIBLE_DEVICES="", and
+// a CUDA build must not read as CPU-only there.
+func deviceKinds(devs []ggmlDevice, regs []string) []string {
+	kinds := []string{"cpu"}
+	for _, d := range devs {
+		if d.gpu {
+			return append(kinds, "cuda")
+		}
+	}
+	for _, r := range regs {
+		switch strings.ToUpper(r) {
+		case "CPU", "BLAS", "RPC", "":
+		default:
+			return append(kinds, "cuda")
+		}
+	}
+	return kinds
 }
 
 // ffmpeg returns the ffmpeg to use, or "".

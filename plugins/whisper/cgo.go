@@ -23,9 +23,12 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"strings"
+	"time"
 	"unsafe"
 
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
+
+	"github.com/wsched/wsched/plugins"
 )
 
 // Everything cgo in the package is here and in callbacks.c: what the Go
@@ -106,6 +109,19 @@ func devices() []ggmlDevice {
 	return out
 }
 
+// registries lists the names of the ggml backends this process loaded
+// ("CPU", "CUDA", …), whether or not they found a device: a CUDA build
+// started with no GPU visible (CUDA_VISIBLE_DEVICES="", as the host's Info
+// probe runs it) has the CUDA registry with no devices.
+func registries() []string {
+	n := int(C.ggml_backend_reg_count())
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, C.GoString(C.ggml_backend_reg_name(C.ggml_backend_reg_get(C.size_t(i)))))
+	}
+	return out
+}
+
 // contextParams are the whisper_context_params that matter here; the
 // bindings' Whisper_init always uses the defaults (GPU and flash attention on).
 type contextParams struct {
@@ -155,9 +171,42 @@ func (p fullParams) free() { C.free(unsafe.Pointer(p.c)) }
 // bindings returns the same struct as the bindings' type, for its setters.
 func (p fullParams) bindings() *wcpp.Params { return (*wcpp.Params)(unsafe.Pointer(p.c)) }
 
-func (p fullParams) setBestOf(n int)         { p.c.greedy.best_of = C.int(n) }
-func (p fullParams) setPrompt(s cString)     { p.c.initial_prompt = s.p }
-func (p fullParams) setVAD(model cString)    { p.c.vad, p.c.vad_model_path = true, model.p }
+func (p fullParams) setBestOf(n int)      { p.c.greedy.best_of = C.int(n) }
+func (p fullParams) setPrompt(s cString)  { p.c.initial_prompt = s.p }
+func (p fullParams) setVAD(model cString) { p.c.vad, p.c.vad_model_path = true, model.p }
+
+// setVADParams sets the non-zero fields of v over whisper.cpp's defaults
+// (whisper_vad_params: threshold 0.5, min speech 250 ms, min silence 100 ms,
+// no max speech, 30 ms padding).
+func (p fullParams) setVADParams(v plugins.VADParams) {
+	vp := &p.c.vad_params
+	if v.Threshold > 0 {
+		vp.threshold = C.float(v.Threshold)
+	}
+	if v.MinSpeech > 0 {
+		vp.min_speech_duration_ms = C.int(v.MinSpeech.Milliseconds())
+	}
+	if v.MinSilence > 0 {
+		vp.min_silence_duration_ms = C.int(v.MinSilence.Milliseconds())
+	}
+	if v.MaxSpeech > 0 {
+		vp.max_speech_duration_s = C.float(v.MaxSpeech.Seconds())
+	}
+	if v.SpeechPad > 0 {
+		vp.speech_pad_ms = C.int(v.SpeechPad.Milliseconds())
+	}
+}
+
+// vadOn reads back whether whisper_full will run VAD.
+func (p fullParams) vadOn() bool { return bool(p.c.vad) }
+
+// vadParams reads back the VAD parameters whisper_full will use.
+func (p fullParams) vadParams() plugins.VADParams {
+	vp := p.c.vad_params
+	ms := func(n C.int) time.Duration { return time.Duration(n) * time.Millisecond }
+	return plugins.VADParams{Threshold: float64(vp.threshold), MinSpeech: ms(vp.min_speech_duration_ms), MinSilence: ms(vp.min_silence_duration_ms),
+		MaxSpeech: time.Duration(float64(vp.max_speech_duration_s) * float64(time.Second)), SpeechPad: ms(vp.speech_pad_ms)}
+}
 func (p fullParams) bestOf() int             { return int(p.c.greedy.best_of) }
 func (p fullParams) beamSearch() bool        { return p.c.strategy == C.WHISPER_SAMPLING_BEAM_SEARCH }
 func (p fullParams) beamSize() int           { return int(p.c.beam_search.beam_size) }

@@ -38,6 +38,7 @@ type decodeOptions struct {
 	bestOf    int
 	prompt    string
 	vad       bool
+	vadParams plugins.VADParams
 	temp      *float32
 	tempInc   *float32
 }
@@ -56,7 +57,10 @@ func (m *model) decodeOptions(req plugins.TranscribeRequest) (decodeOptions, err
 	if req.VAD && m.vadModel.p == nil {
 		return o, fmt.Errorf("%w: VAD asked for, but no VAD model was given at load", plugins.ErrBadRequest)
 	}
-	o.vad = req.VAD
+	o.vad, o.vadParams = req.VAD, req.VADParams
+	if v := req.VADParams; v.Threshold < 0 || v.Threshold > 1 || v.MinSpeech < 0 || v.MinSilence < 0 || v.MaxSpeech < 0 || v.SpeechPad < 0 {
+		return o, fmt.Errorf("%w: VAD parameters %+v: threshold must be 0 to 1, durations not negative", plugins.ErrBadRequest, v)
+	}
 	return o, o.extra(req.Extra)
 }
 
@@ -148,6 +152,7 @@ func (o decodeOptions) params(m *model) (p fullParams, free func()) {
 	}
 	if o.vad {
 		p.setVAD(m.vadModel)
+		p.setVADParams(o.vadParams)
 	}
 	return p, func() {
 		p.free()

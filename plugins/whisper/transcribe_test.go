@@ -3,6 +3,7 @@
 package whisper
 
 import (
+	"errors"
 	"math"
 	"os/exec"
 	"testing"
@@ -55,6 +56,48 @@ func TestDecodeOptions(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: params %+v, want %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestVADParams: a request's VAD parameters reach whisper_full_params over
+// whisper.cpp's defaults; zero fields keep the defaults; bad ones are
+// refused.
+func TestVADParams(t *testing.T) {
+	b := newBackend(t, Options{})
+	// Any ggml file passes Load's check; the VAD model is read by whisper_full only.
+	if _, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: tinyEN(t), Device: "cpu", VADModelPath: tinyEN(t)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Unload(t.Context()) })
+	m := b.model
+	get := func(req plugins.TranscribeRequest) plugins.VADParams {
+		t.Helper()
+		o, err := m.decodeOptions(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, free := o.params(m)
+		defer free()
+		if p.vadOn() != req.VAD {
+			t.Errorf("vad %v, want %v", p.vadOn(), req.VAD)
+		}
+		return p.vadParams()
+	}
+	def := get(plugins.TranscribeRequest{VAD: true})
+	if def.Threshold != 0.5 || def.MinSpeech != 250*time.Millisecond || def.MinSilence != 100*time.Millisecond || def.SpeechPad != 30*time.Millisecond {
+		t.Errorf("whisper.cpp's defaults: %+v", def)
+	}
+	want := plugins.VADParams{Threshold: 0.25, MinSpeech: 100 * time.Millisecond, MinSilence: 300 * time.Millisecond, MaxSpeech: 20 * time.Second, SpeechPad: 50 * time.Millisecond}
+	if got := get(plugins.TranscribeRequest{VAD: true, VADParams: want}); got != want {
+		t.Errorf("set: %+v, want %+v", got, want)
+	}
+	partial := def
+	partial.Threshold = 0.75
+	if got := get(plugins.TranscribeRequest{VAD: true, VADParams: plugins.VADParams{Threshold: 0.75}}); got != partial {
+		t.Errorf("threshold only: %+v, want %+v", got, partial)
+	}
+	if _, err := m.decodeOptions(plugins.TranscribeRequest{VAD: true, VADParams: plugins.VADParams{Threshold: 2}}); !errors.Is(err, plugins.ErrBadRequest) {
+		t.Errorf("threshold 2: %v", err)
 	}
 }
 

@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/models"
+	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/execbackend"
+)
+
+// loadRequest is how a model is loaded for job; sizeJob estimates for the
+// same. The VAD model is the job's (a file in [models] dir) when it asks for
+// VAD with one, else the model entry's; an exec entry's app settings travel
+// in Extra.
+func (r *Runner) loadRequest(m models.Model, job jobs.Job) plugins.LoadRequest {
+	req := loadRequest(m)
+	req.VADModelPath = m.Entry.VADModel
+	if v := job.Spec.VADOptions; v.VADModel != "" && vadOn(m, job) {
+		req.VADModelPath = filepath.Join(r.models.Dir, v.VADModel)
+	}
+	return req
+}
+
+// loadRequest is the part of a model's load request that does not depend
+// on the job (the sizing uses it).
+func loadRequest(m models.Model) plugins.LoadRequest {
+	req := plugins.LoadRequest{ModelPath: m.Path, FlashAttention: m.Backend == models.WhisperCpp && whisperFlashAttention}
+	if m.Backend == config.ExecBackend {
+		req.Extra = execSettings(m).Extra()
+	}
+	return req
+}
+
+// execSettings are an exec model entry's app settings.
+func execSettings(m models.Model) execbackend.Settings {
+	e := m.Entry
+	return execbackend.Settings{Name: m.Name, Command: e.Command, Dir: e.Dir, Env: e.Env, Health: e.Health, Protocol: e.Protocol,
+		Path: e.Path, Field: e.Field, TextJSONPath: e.TextJSONPath, StartTimeout: e.StartTimeout.D()}
+}
+
+// vadOn says whether job runs with VAD: its own choice, else its model's.
+func vadOn(m models.Model, job jobs.Job) bool {
+	if v := job.Spec.VAD; v != nil {
+		return *v
+	}
+	return m.Entry.VAD
+}
+
+func transcribeRequest(m models.Model, job jobs.Job) plugins.TranscribeRequest {
+	req := plugins.TranscribeRequest{AudioPath: job.Spec.AudioPath, Language: job.Spec.Language, Translate: job.Spec.Translate, InitialPrompt: job.Spec.Prompt}
+	if job.Spec.Temperature > 0 {
+		req.Extra = map[string]string{"temperature": strconv.FormatFloat(job.Spec.Temperature, 'f', -1, 64)}
+	}
+	if req.VAD = vadOn(m, job); req.VAD {
+		req.VADParams = vadParams(m.Entry, job.Spec.VADOptions)
+	}
+	return req
+}
+
+// vadParams are the entry's VAD settings with the job's non-zero ones over
+// them.
+func vadParams(e config.Model, o jobs.VADOptions) plugins.VADParams {
+	p := plugins.VADParams{Threshold: e.VADThreshold, MinSpeech: e.VADMinSpeech.D(), MinSilence: e.VADMinSilence.D(),
+		MaxSpeech: e.VADMaxSpeech.D(), SpeechPad: e.VADSpeechPadding.D()}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	if o.VADThreshold > 0 {
+		p.Threshold = o.VADThreshold
+	}
+	if o.VADMinSpeechMS > 0 {
+		p.MinSpeech = ms(o.VADMinSpeechMS)
+	}
+	if o.VADMinSilenceMS > 0 {
+		p.MinSilence = ms(o.VADMinSilenceMS)
+	}
+	if o.VADMaxSpeechS > 0 {
+		p.MaxSpeech = time.Duration(o.VADMaxSpeechS * float64(time.Second))
+	}
+	if o.VADSpeechPadMS > 0 {
+		p.SpeechPad = ms(o.VADSpeechPadMS)
+	}
+	return p
+}

@@ -1,0 +1,42 @@
+package plugins
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/wsched/wsched/plugins/proto"
+)
+
+// TestVADAndPIDsRoundTrip: the fields added for VAD tuning and an app's
+// processes survive the wire (marshalled, unmarshalled, converted back).
+func TestVADAndPIDsRoundTrip(t *testing.T) {
+	req := TranscribeRequest{AudioPath: "/a.wav", VAD: true, VADParams: VADParams{Threshold: 0.25, MinSpeech: 120 * time.Millisecond,
+		MinSilence: 300 * time.Millisecond, MaxSpeech: 15500 * time.Millisecond, SpeechPad: 40 * time.Millisecond}}
+	var m pb.TranscribeRequest
+	roundTrip(t, transcribeToProto(req), &m)
+	if got := transcribeFromProto(&m); !reflect.DeepEqual(got.VADParams, req.VADParams) || !got.VAD {
+		t.Errorf("VAD params %+v, want %+v", got.VADParams, req.VADParams)
+	}
+	if transcribeToProto(TranscribeRequest{}).VadParams != nil {
+		t.Error("zero VAD params are sent")
+	}
+	var im pb.InfoResponse
+	roundTrip(t, infoToProto(Info{Name: "exec", PIDs: []int{42, 43}}), &im)
+	if got := infoFromProto(&im); !reflect.DeepEqual(got.PIDs, []int{42, 43}) {
+		t.Errorf("PIDs %v", got.PIDs)
+	}
+}
+
+func roundTrip(t *testing.T, in, out proto.Message) {
+	t.Helper()
+	data, err := proto.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(data, out); err != nil {
+		t.Fatal(err)
+	}
+}
