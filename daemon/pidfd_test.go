@@ -63,4 +63,3 @@ func TestReleasedHoldersAreNotWatched(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
