@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsched/wsched/daemon/connlimit"
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/daemon/store"
 	"github.com/wsched/wsched/daemon/upkeep"
@@ -56,6 +57,7 @@ type Daemon struct {
 	host     *host.Host
 	jobs     *jobs.Manager
 
+	conns      *connlimit.Counter // open connections, per uid (serve)
 	listener   net.Listener
 	socket     string
 	tcpAddr    string // the TCP listener's address, when configured
@@ -163,6 +165,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
+	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
 	srv := d.serve(api, ln, tcp)
 	d.notifyReady()
 
@@ -175,6 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("shutting down")
 	srv.shutdown()
 	stopMetrics()
+	stopEvents()
 	stopJobs()
 	stopHost() // backends stop and their leases are released while the engine runs
 	bg.stop()

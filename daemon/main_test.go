@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/wsched/wsched/internal/asuser"
 	"github.com/wsched/wsched/internal/testtmp"
 )
 
@@ -12,6 +13,16 @@ import (
 var fakeRoot string
 
 func TestMain(m *testing.M) {
+	switch asuser.Helper() {
+	case "requests":
+		os.Exit(requestsHelper(os.Args[1:]))
+	case "hold":
+		os.Exit(holdHelper(os.Args[1:]))
+	case "streams":
+		os.Exit(streamsHelper(os.Args[1:]))
+	case "get":
+		os.Exit(getHelper(os.Args[1:]))
+	}
 	os.Exit(testtmp.Run(func() int {
 		dir, err := os.MkdirTemp("", "wsched-daemon-test-")
 		if err != nil {

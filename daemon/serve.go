@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsched/wsched/daemon/connlimit"
 	"github.com/wsched/wsched/daemon/httpapi"
 	"github.com/wsched/wsched/jobs/runner"
 )
@@ -71,14 +72,17 @@ func (d *Daemon) serve(api *httpapi.Server, unix, tcp net.Listener) *servers {
 	baseCtx, cancel := context.WithCancel(context.Background())
 	s := &servers{base: cancel, errs: make(chan error, 2)}
 	handler := api.Handler()
+	dc := d.cfg.Daemon
+	d.conns = connlimit.NewCounter(dc.MaxConnections, dc.MaxConnectionsPerUID)
 	start := func(ln net.Listener, h http.Handler) {
 		srv := &http.Server{
-			Handler: h, ConnContext: httpapi.PeerContext, ReadHeaderTimeout: 10 * time.Second,
+			Handler: h, ConnContext: httpapi.PeerContext,
+			ReadHeaderTimeout: dc.HeaderTimeout.D(), IdleTimeout: dc.IdleTimeout.D(),
 			BaseContext: func(net.Listener) context.Context { return baseCtx },
 			ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		}
 		s.list = append(s.list, srv)
-		go func() { s.errs <- srv.Serve(ln) }()
+		go func() { s.errs <- srv.Serve(d.conns.Listen(ln)) }()
 	}
 	start(unix, handler)
 	if tcp != nil {

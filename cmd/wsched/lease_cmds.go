@@ -51,7 +51,9 @@ func newLeaseCmd(a *app) *cobra.Command {
 		Short: "Lease GPU memory and print the environment that pins a process to it",
 		Long: `Ask the daemon for GPU memory. The export lines go to stdout (eval them), the
 description to stderr. Without --hold the lease belongs to the parent process (your
-shell) and ends when it exits or its TTL passes without 'wsched renew'; with --hold
+shell; when wsched runs in a command substitution, eval "$(wsched lease …)", the shell
+that forked the substitution's subshell) and ends when it exits or its TTL passes
+without 'wsched renew'; with --hold
 wsched keeps and renews the lease until interrupted, then releases it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,7 +62,11 @@ wsched keeps and renews the lease until interrupted, then releases it.`,
 				return err
 			}
 			if req.Holder == nil && !hold {
-				req.Holder = &api.HolderRequest{PID: os.Getppid()}
+				pid := shellHolder("/proc", os.Getppid())
+				if pid != os.Getppid() {
+					fmt.Fprintf(a.err, "wsched: the lease belongs to pid %d (your shell), not to the command substitution's subshell (pid %d)\n", pid, os.Getppid())
+				}
+				req.Holder = &api.HolderRequest{PID: pid}
 			}
 			c, _, err := a.client()
 			if err != nil {

@@ -51,6 +51,9 @@ func (f *leaseFlags) request() (api.LeaseRequest, error) {
 		if err != nil {
 			return req, fmt.Errorf("--memory: %w", err)
 		}
+		if n <= 0 {
+			return req, fmt.Errorf("--memory %s: want a size above 0 (leave --memory out for [leases] default_memory)", f.memory)
+		}
 		req.MemoryBytes = n
 	}
 	if f.holderPID != 0 || f.name != "" {

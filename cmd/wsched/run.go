@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -98,6 +99,14 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 // forwards signals, and returns its exit status as an exitError.
 func (a *app) runChild(args []string, env map[string]string, started func(pid int)) error {
 	child := exec.Command(args[0], args[1:]...)
+	// The child dies with us (PR_SET_PDEATHSIG): if wsched run is killed
+	// outright (SIGKILL, OOM killer), its lease ends at once, and a child
+	// left running would use GPU memory no lease covers. Pdeathsig follows
+	// the forking thread, so this goroutine keeps its thread until the
+	// child is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	child.Env = mergeEnv(os.Environ(), env)
 	child.Stdin, child.Stdout, child.Stderr = a.in, a.out, a.err
 	sigs := make(chan os.Signal, 8)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -36,23 +37,48 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
+// ErrNoAnswer means the daemon accepted the connection but did not answer
+// in time (stopped, or overloaded).
+var ErrNoAnswer = errors.New("wsched daemon did not answer")
+
+// Timeouts of a Client: connecting, and an answer to a request that does
+// not wait by design (a lease request waits up to its wait_seconds more).
+const (
+	DialTimeout    = 5 * time.Second
+	RequestTimeout = 30 * time.Second
+)
+
 // Client is a connection pool to one daemon socket.
 type Client struct {
-	socket string
-	hc     *http.Client
+	socket  string
+	hc      *http.Client
+	timeout time.Duration
 }
 
 // New returns a client for the daemon listening on socket.
 func New(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
+			d := net.Dialer{Timeout: DialTimeout}
 			return d.DialContext(ctx, "unix", socket)
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}, timeout: RequestTimeout}
+}
+
+// SetTimeout changes RequestTimeout for this client (tests).
+func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
+
+// bounded gives ctx the client's timeout plus extra, unless it has a
+// deadline already.
+func (c *Client) bounded(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, c.timeout+extra,
+		fmt.Errorf("%w at %s within %s: is it stopped (SIGSTOP) or overloaded? see `systemctl status wsched`", ErrNoAnswer, c.socket, c.timeout+extra))
 }
 
 // Socket is the socket path the client dials.
@@ -62,12 +88,22 @@ func (c *Client) Socket() string { return c.socket }
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 func (c *Client) unreachable(err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w at %s: permission denied: join group wsched (`sudo usermod -aG wsched $USER`, then log in again) or ask its administrator", ErrUnreachable, c.socket)
+	}
 	return fmt.Errorf("%w at %s (%v): start it with `systemctl start wsched` or `wsched serve`", ErrUnreachable, c.socket, err)
 }
 
 // do sends a request with an optional JSON body and decodes the answer
 // into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doWaiting(ctx, 0, method, path, in, out)
+}
+
+// doWaiting is do for a request the daemon may hold up to wait by design.
+func (c *Client) doWaiting(ctx context.Context, wait time.Duration, method, path string, in, out any) error {
+	ctx, cancel := c.bounded(ctx, wait)
+	defer cancel()
 	var body io.Reader
 	if in != nil {
 		data, err := json.Marshal(in)
@@ -92,8 +128,11 @@ func (c *Client) send(req *http.Request, out any) error {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if errors.As(err, &op) && op.Op == "dial" && !errors.Is(err, context.DeadlineExceeded) {
 			return c.unreachable(op.Err)
+		}
+		if cause := context.Cause(req.Context()); errors.Is(cause, ErrNoAnswer) {
+			return cause
 		}
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -140,7 +179,8 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 // Acquire asks for a lease; with WaitSeconds it may block that long.
 func (c *Client) Acquire(ctx context.Context, req api.LeaseRequest) (api.Lease, error) {
 	var out api.Lease
-	return out, c.do(ctx, http.MethodPost, "/v1/leases", req, &out)
+	wait := time.Duration(req.WaitSeconds * float64(time.Second))
+	return out, c.doWaiting(ctx, wait, http.MethodPost, "/v1/leases", req, &out)
 }
 
 // Leases lists granted leases and queued requests.

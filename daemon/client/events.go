@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/wsched/wsched/daemon/api"
 )
@@ -33,12 +35,25 @@ func (c *Client) Events(ctx context.Context, f func(api.Event) error) error {
 
 // stream follows the event stream at path, calling f with each event.
 func (c *Client) stream(ctx context.Context, path string, f func(event, data string) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://wsched"+path, nil)
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, "http://wsched"+path, nil)
 	if err != nil {
 		return err
 	}
+	wait := c.timeout
+	if wait <= 0 {
+		wait = time.Duration(1<<63 - 1)
+	}
+	noAnswer := time.AfterFunc(wait, func() {
+		cancel(fmt.Errorf("%w at %s within %s: is it stopped (SIGSTOP) or overloaded?", ErrNoAnswer, c.socket, c.timeout))
+	})
 	resp, err := c.hc.Do(req)
+	noAnswer.Stop()
 	if err != nil {
+		if cause := context.Cause(sctx); errors.Is(cause, ErrNoAnswer) {
+			return cause
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -75,6 +75,11 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 	if spec.Priority, err = placement.ParsePriority(req.Priority); err != nil {
 		return spec, badRequest("invalid_field", "field priority: %q is not allowed: want high, normal or low", req.Priority)
 	}
+	if spec.Priority >= placement.High {
+		if err := s.mayUseHigh(peer); err != nil {
+			return spec, err
+		}
+	}
 	ka, err := seconds("keep_alive_seconds", req.KeepAliveSeconds)
 	if err != nil {
 		return spec, err
@@ -106,6 +111,10 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
+	if err := s.admitJob(r.Context(), peer); err != nil {
+		writeError(w, err)
+		return
+	}
 	req, uploaded, err := s.readJobRequest(w, r)
 	if err == nil {
 		var spec jobs.Spec

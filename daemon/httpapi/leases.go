@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -117,7 +119,7 @@ func authorize(peer Peer, l placement.Lease) error {
 func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
 	var body api.LeaseRequest
-	if err := decodeBody(w, r, &body, false); err != nil {
+	if err := decodeLeaseRequest(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -126,7 +128,14 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	done, err := s.admitLease(peer, req)
+	if err != nil {
+		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "err", err)
+		writeError(w, err)
+		return
+	}
 	l, err := s.eng.Acquire(r.Context(), req)
+	done()
 	if err != nil {
 		s.log.Debug("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)
@@ -138,16 +147,46 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
+// decodeLeaseRequest decodes POST /v1/leases; an explicit
+// "memory_bytes": 0 is refused rather than read as "not given".
+func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, body *api.LeaseRequest) error {
+	var raw json.RawMessage
+	if err := decodeBody(w, r, &raw, false); err != nil {
+		return err
+	}
+	if err := DecodeJSON(bytes.NewReader(raw), body, false); err != nil {
+		return err
+	}
+	var given struct {
+		MemoryBytes *int64 `json:"memory_bytes"`
+	}
+	if json.Unmarshal(raw, &given) == nil && given.MemoryBytes != nil && *given.MemoryBytes == 0 {
+		return badRequest("invalid_field", "field memory_bytes: 0 is not allowed: want bytes above 0, or leave it out for [leases] default_memory")
+	}
+	return nil
+}
+
+// leaseFor is a lease as peer may see it: the labels of other users'
+// leases are hidden, except from root.
+func leaseFor(peer Peer, l placement.Lease) api.Lease {
+	out := convert.FromLease(l)
+	if !peer.IsRoot() && (!peer.Known || peer.UID != l.Holder.UID) {
+		out.Labels = nil
+	}
+	return out
+}
+
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
+	peer := peerFrom(r.Context())
 	v := s.eng.View()
 	out := []api.Lease{}
 	for _, g := range v.GPUs {
 		for _, l := range g.Leases {
-			out = append(out, convert.FromLease(l))
+			out = append(out, leaseFor(peer, l))
 		}
 	}
 	for _, l := range append(v.CPU, v.Queue...) {
-		out = append(out, convert.FromLease(l))
+		out = append(out, leaseFor(peer, l))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"leases": out})
 }
@@ -158,7 +197,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, convert.FromLease(l))
+	writeJSON(w, http.StatusOK, leaseFor(peerFrom(r.Context()), l))
 }
 
 // changeLease loads a lease, checks the peer may change it, and applies f.

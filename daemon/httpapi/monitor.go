@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/daemon/api/convert"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 )
@@ -34,7 +33,7 @@ type monitorEvent struct {
 // client may see. It ends with "lagged" when the client fell behind (reload).
 func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	placed, stopPlaced, err := s.eng.Subscribe(ctx)
+	placed, stopPlaced, err := s.hub.subscribe(ctx, peerFrom(ctx))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -66,7 +65,7 @@ func (s *Server) monitorSnapshot(ctx context.Context, peer Peer) (monitorSnapsho
 	if err != nil {
 		return monitorSnapshot{}, err
 	}
-	snap := monitorSnapshot{GPUs: s.gpusBody(s.eng.View()), Jobs: []jobs.Job{}, Status: s.statusBody()}
+	snap := monitorSnapshot{GPUs: s.gpusBody(peer, s.eng.View()), Jobs: []jobs.Job{}, Status: s.statusBody()}
 	for _, j := range all {
 		if mayAccess(peer, j) == nil {
 			j.Result = nil
@@ -132,7 +131,7 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 			tick.Reset(every)
 			if v := m.s.eng.View(); !v.Taken.Equal(taken) {
 				taken, idle = v.Taken, 0
-				err = m.send("gpus", m.s.gpusBody(v))
+				err = m.send("gpus", m.s.gpusBody(m.peer, v))
 			} else if idle++; idle*int(every/time.Millisecond) >= 15000 {
 				idle = 0
 				_, err = fmt.Fprint(m.w, ": keepalive\n\n")
@@ -153,5 +152,5 @@ func (m *monitorStream) placement(ctx context.Context, ev placement.Event) error
 	if err := m.s.eng.Ping(ctx); err != nil {
 		return fmt.Errorf("wait for the placement step: %w", err)
 	}
-	return m.send("placement", monitorEvent{Event: convert.FromEvent(ev), GPUs: m.s.gpusBody(m.s.eng.View())})
+	return m.send("placement", monitorEvent{Event: eventFor(m.peer, ev), GPUs: m.s.gpusBody(m.peer, m.s.eng.View())})
 }

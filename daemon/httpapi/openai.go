@@ -47,6 +47,10 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 func (s *Server) openAITranscription(translate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		peer := peerFrom(r.Context())
+		if err := s.admitJob(r.Context(), peer); err != nil {
+			writeOpenAIError(w, err)
+			return
+		}
 		form, path, err := s.readUpload(w, r)
 		if err == nil && path == "" {
 			err = badRequest("invalid_request", "a file part named \"file\" is required")
@@ -84,7 +88,7 @@ func openAIRequest(form map[string]string, translate bool) (api.JobRequest, erro
 	req := api.JobRequest{Model: form["model"], Language: form["language"], Prompt: form["prompt"], Format: form["response_format"], Translate: translate}
 	if v := form["temperature"]; v != "" {
 		t, err := strconv.ParseFloat(v, 64)
-		if err != nil || t < 0 || t > 1 {
+		if err != nil || !(t >= 0 && t <= 1) { // NaN fails both comparisons
 			return req, badRequest("invalid_field", "field temperature: %q is not allowed: want a number from 0 to 1", v)
 		}
 		req.Temperature = t

@@ -27,6 +27,9 @@ type peerKey struct{}
 // PeerContext stores the connection's peer credentials in its context
 // (http.Server.ConnContext).
 func PeerContext(ctx context.Context, c net.Conn) context.Context {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = w.NetConn() // a connection counted by connlimit
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, Peer{})

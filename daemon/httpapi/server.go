@@ -114,6 +114,8 @@ type Server struct {
 	log      *slog.Logger
 	procRoot string
 	metrics  *metrics
+	pending  inflight // lease requests per uid ([limits] queued)
+	hub      *hub     // the event streams' one engine subscription
 }
 
 // New returns the API over opts' components.
@@ -129,6 +131,7 @@ func New(opts Options) *Server {
 		s.procRoot = "/proc"
 	}
 	s.metrics = newMetrics(s.eng, s.jobs)
+	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers)
 	return s
 }
 
@@ -164,5 +167,5 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", err: fmt.Errorf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	return s.metrics.instrument(prettyJSON(mux))
+	return s.deadlines(s.metrics.instrument(prettyJSON(mux)))
 }

@@ -17,13 +17,15 @@ var tcpRoutes = []string{
 }
 
 // RequireToken guards the TCP listener: a bearer token compared in constant
-// time, and only the routes in tcpRoutes.
+// time, and only the routes in tcpRoutes. A connection that fails the
+// token check is closed after the 401.
 func RequireToken(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wsched"`)
+			w.Header().Set("Connection", "close") // no keep-alive for a client without the token
 			writeError(w, &httpError{status: http.StatusUnauthorized, code: "unauthorized", err: fmt.Errorf("missing or wrong bearer token")})
 			return
 		}

@@ -21,10 +21,11 @@ const (
 )
 
 // readUpload streams a multipart form: the "file" part goes to
-// [daemon] state_dir/uploads (at most [jobs] max_upload), the other
+// the spool ([jobs] spool_dir; at most [jobs] max_upload), the other
 // fields are returned (repeated fields joined by commas).
 func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
 	limit := int64(s.cfg.Jobs.MaxUpload)
+	s.uploadDeadline(w)
 	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -78,6 +79,9 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 }
 
 func uploadError(err error, limit int64) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &httpError{status: http.StatusRequestTimeout, code: "upload_timeout", err: fmt.Errorf("the upload did not arrive within [jobs] upload_timeout")}
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return &httpError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", err: fmt.Errorf("upload is larger than [jobs] max_upload (%d bytes)", limit)}
@@ -85,12 +89,17 @@ func uploadError(err error, limit int64) error {
 	return badRequest("invalid_request", "read upload: %v", err)
 }
 
-// saveUpload writes a file part into the uploads directory, keeping its
-// extension (decoders look at it), mode 0600.
+// saveUpload writes a file part into the spool, keeping its extension
+// (decoders look at it), mode 0600: at most limit bytes, and no more than
+// the spool quota and the free-space floor leave (507 beyond them).
 func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
-	dir := filepath.Join(s.cfg.Daemon.StateDir, "uploads")
+	dir := s.spoolDir()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("create uploads dir: %w", err)
+		return "", fmt.Errorf("create spool dir: %w", err)
+	}
+	room, err := s.uploadRoom(limit)
+	if err != nil {
+		return "", err
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -106,7 +115,7 @@ func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("save upload: %w", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(part, limit+1))
+	n, err := io.Copy(f, io.LimitReader(part, room+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -114,6 +123,9 @@ func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
 	case err != nil:
 		os.Remove(path)
 		return "", uploadError(err, limit)
+	case n > room && room < limit:
+		os.Remove(path)
+		return "", insufficientStorage("upload stopped at %d bytes: the spool quota ([jobs] spool_quota) or the free-space floor ([jobs] min_free_disk) leaves no more room", n)
 	case n > limit:
 		os.Remove(path)
 		return "", uploadError(&http.MaxBytesError{Limit: limit}, limit)

@@ -13,22 +13,29 @@ import (
 	"github.com/wsched/wsched/placement"
 )
 
-func toAPILeases(ls []placement.Lease) []api.Lease {
+func toAPILeases(peer Peer, ls []placement.Lease) []api.Lease {
 	out := make([]api.Lease, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, convert.FromLease(l))
+		out = append(out, leaseFor(peer, l))
 	}
+	return out
+}
+
+// eventFor is an event as peer may see it (labels: see leaseFor).
+func eventFor(peer Peer, ev placement.Event) api.Event {
+	out := convert.FromEvent(ev)
+	out.Lease = leaseFor(peer, ev.Lease)
 	return out
 }
 
 // gpusBody is GET /v1/gpus: each GPU's reading, the one accounting formula,
 // and its leases.
-func (s *Server) gpusBody(v placement.View) api.GPUs {
+func (s *Server) gpusBody(peer Peer, v placement.View) api.GPUs {
 	out := api.GPUs{Taken: v.Taken, Provider: v.Provider, Driver: v.Driver, Policy: string(s.cfg.Placement.Policy),
-		GPUs: []api.GPU{}, CPU: toAPILeases(v.CPU), Queue: toAPILeases(v.Queue), Held: []api.Hold{}}
+		GPUs: []api.GPU{}, CPU: toAPILeases(peer, v.CPU), Queue: toAPILeases(peer, v.Queue), Held: []api.Hold{}}
 	index := map[string]int{}
 	for _, g := range v.GPUs {
-		gpu := convert.GPU(g.Reading, g.Account, toAPILeases(g.Leases))
+		gpu := convert.GPU(g.Reading, g.Account, toAPILeases(peer, g.Leases))
 		gpu.HeldBytes = g.HeldBytes
 		out.GPUs = append(out.GPUs, gpu)
 		index[g.UUID] = g.Index
@@ -40,7 +47,7 @@ func (s *Server) gpusBody(v placement.View) api.GPUs {
 }
 
 func (s *Server) getGPUs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.gpusBody(s.eng.View()))
+	writeJSON(w, http.StatusOK, s.gpusBody(peerFrom(r.Context()), s.eng.View()))
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
@@ -69,20 +76,33 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: "unhealthy", err: fmt.Errorf("placement loop does not answer: %w", err)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	d := s.disk()
+	status := "ok"
+	switch {
+	case d.Err != "":
+		status = "disk_unknown"
+	case d.Low:
+		status = "disk_low"
+	case d.SpoolQuota > 0 && d.SpoolUsed >= d.SpoolQuota:
+		status = "spool_full"
+	}
+	// 200 either way: uploads are refused, leases still work; a restart
+	// would not free the disk.
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "disk": d})
 }
 
 // events streams placement events as Server-Sent Events until the client
 // goes away or the daemon stops. A client that falls behind gets a final
 // "lagged" event and should reconnect.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	ch, cancel, err := s.eng.Subscribe(r.Context())
+	ch, cancel, err := s.hub.subscribe(r.Context(), peerFrom(r.Context()))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer cancel()
-	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), convert.FromEvent(ev) })
+	peer := peerFrom(r.Context())
+	streamSSE(w, r, ch, func() string { return "lagged" }, func(ev placement.Event) (string, any) { return string(ev.Type), eventFor(peer, ev) })
 }
 
 func (s *Server) postEstimate(w http.ResponseWriter, r *http.Request) {

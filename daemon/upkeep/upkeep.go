@@ -45,6 +45,7 @@ type Watcher interface {
 	Watch(pid int) error
 	WatchProcess(procRoot string, pid int, startTicks uint64) error
 	Lookup(procRoot string, pid int) (procwatch.Info, error)
+	Unwatch(pid int)
 	Exited() <-chan int
 }
 

@@ -20,6 +20,7 @@ type Config struct {
 	Estimator  Estimator             `toml:"estimator"`
 	Backends   Backends              `toml:"backends"`
 	Jobs       Jobs                  `toml:"jobs"`
+	Limits     Limits                `toml:"limits"`
 	Models     Models                `toml:"models"`
 	Kubernetes Kubernetes            `toml:"kubernetes"`
 
@@ -56,6 +57,22 @@ type Daemon struct {
 	HTTPListen string `toml:"http_listen"`
 	// HTTPToken is the bearer token the TCP listener requires.
 	HTTPToken string `toml:"http_token"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout units.Duration `toml:"idle_timeout"`
+	// HeaderTimeout bounds reading a request's headers.
+	HeaderTimeout units.Duration `toml:"header_timeout"`
+	// BodyTimeout bounds reading a request's body (uploads: [jobs]
+	// upload_timeout).
+	BodyTimeout units.Duration `toml:"body_timeout"`
+	// WriteTimeout bounds writing an answer, and each event of a stream.
+	WriteTimeout units.Duration `toml:"write_timeout"`
+	// MaxConnections bounds open connections on all listeners together;
+	// beyond it new ones are answered 503 and closed. 0: no limit.
+	MaxConnections int `toml:"max_connections"`
+	// MaxConnectionsPerUID bounds the Unix-socket connections of one uid
+	// (SO_PEERCRED at accept; root is not limited); beyond it new ones are
+	// answered 429 and closed. 0: no limit.
+	MaxConnectionsPerUID int `toml:"max_connections_per_uid"`
 }
 
 // Estimator is the [estimator] section.
@@ -103,6 +120,16 @@ type Jobs struct {
 	MaxActive int `toml:"max_active"`
 	// MaxUpload bounds an uploaded audio file.
 	MaxUpload units.Bytes `toml:"max_upload"`
+	// SpoolDir holds uploads (and audio copied from paths) until their
+	// jobs end; "" is [daemon] state_dir/uploads.
+	SpoolDir string `toml:"spool_dir"`
+	// SpoolQuota bounds the bytes in SpoolDir together; 0: no quota.
+	SpoolQuota units.Bytes `toml:"spool_quota"`
+	// MinFreeDisk refuses uploads while the file system of the state
+	// directory (or the spool) has less free space than this.
+	MinFreeDisk units.Bytes `toml:"min_free_disk"`
+	// UploadTimeout bounds reading one upload.
+	UploadTimeout units.Duration `toml:"upload_timeout"`
 }
 
 // Models is the [models] section (formerly part of [backends]).

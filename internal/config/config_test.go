@@ -71,6 +71,8 @@ func TestStrictErrors(t *testing.T) {
 			`t.toml:3: placement.policy: "random" is not allowed: want one of spread, binpack, score`, ErrBadValue},
 		{"bad fraction", "[placement]\nsafety_factor = 1.5\n",
 			`t.toml:2: placement.safety_factor: 1.5 is not allowed: want a number from 0 to 1`, ErrBadValue},
+		{"nan fraction", "[placement]\nsafety_factor = nan\n",
+			`t.toml:2: placement.safety_factor: NaN is not allowed: want a number from 0 to 1`, ErrBadValue},
 		{"wrong type", "[leases]\nmax_queue = \"many\"\n",
 			`t.toml:2: leases.max_queue: incompatible types: TOML value has type string; destination has type integer`, ErrBadValue},
 		{"validation", "[leases]\nmax_queue = 0\n",

@@ -15,7 +15,7 @@ const DefaultModelsURL = "https://huggingface.co/ggerganov/whisper.cpp/resolve/m
 // Defaults returns the built-in configuration. wsched.toml at the repository
 // root documents the same values; a test keeps them equal.
 func Defaults() *Config {
-	return &Config{
+	c := &Config{
 		Daemon: Daemon{
 			SocketMode:  0o660,
 			SocketGroup: "wsched",
@@ -47,5 +47,9 @@ func Defaults() *Config {
 			Default: "base",
 		},
 		Kubernetes: defaultKubernetes(),
+		Limits:     defaultLimits(),
 	}
+	connDefaults(&c.Daemon)
+	spoolDefaults(&c.Jobs)
+	return c
 }

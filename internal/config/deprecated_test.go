@@ -32,7 +32,8 @@ path = "/m/turbo.bin"
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJobs := Jobs{MaxRetries: 7, Timeout: units.Duration(2 * time.Hour), ResultTTL: units.Duration(time.Hour), MaxActive: 9, MaxUpload: units.Bytes(2 * units.GiB)}
+	wantJobs := Jobs{MaxRetries: 7, Timeout: units.Duration(2 * time.Hour), ResultTTL: units.Duration(time.Hour), MaxActive: 9, MaxUpload: units.Bytes(2 * units.GiB),
+		SpoolQuota: units.Bytes(8 * units.GiB), MinFreeDisk: units.Bytes(units.GiB), UploadTimeout: units.Duration(10 * time.Minute)}
 	if cfg.Jobs != wantJobs {
 		t.Errorf("jobs = %+v, want %+v", cfg.Jobs, wantJobs)
 	}

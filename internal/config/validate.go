@@ -48,7 +48,7 @@ func (c *Config) validate() error {
 	for _, s := range []section{
 		{"daemon", c.Daemon.validate}, {"inventory", c.Inventory.Validate}, {"placement", c.Placement.Validate},
 		{"leases", c.Leases.Validate}, {"backends", c.Backends.validate}, {"jobs", c.Jobs.validate}, {"models", c.Models.validate},
-		{"kubernetes", c.Kubernetes.validate},
+		{"kubernetes", c.Kubernetes.validate}, {"limits", c.Limits.validate},
 	} {
 		err := s.check()
 		var ke *confval.KeyError
@@ -77,7 +77,7 @@ func (d Daemon) validate() error {
 	if d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
 		return bad("daemon.state_dir", "%q is not allowed: want an absolute path", d.StateDir)
 	}
-	return nil
+	return d.validateConns()
 }
 
 func (b Backends) validate() error {
@@ -109,8 +109,10 @@ func (j Jobs) validate() error {
 	case j.MaxUpload < units.Bytes(units.KiB):
 		return bad("jobs.max_upload", "%s is not allowed: want at least 1KiB", j.MaxUpload.Exact())
 	}
-	return nil
+	return j.validateSpool()
 }
+
+func isAbs(p string) bool { return filepath.IsAbs(p) }
 
 func (m Models) validate() error {
 	if m.Dir != "" && !filepath.IsAbs(m.Dir) {

@@ -52,7 +52,7 @@ func (f *Fraction) UnmarshalText(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%q is not allowed: want a number from 0 to 1", b)
 	}
-	if v < 0 || v > 1 {
+	if !(v >= 0 && v <= 1) { // NaN compares false: refused too
 		return fmt.Errorf("%s is not allowed: want a number from 0 to 1", strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	*f = Fraction(v)

@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/wsched/wsched/placement"
+)
+
+// streamBuffer is how many placement events one stream may fall behind
+// before it is dropped (ends with "lagged"; the client reconnects).
+const streamBuffer = 256
+
+// hub fans placement events out to the API's event streams (/v1/events and
+// the monitor): one engine subscription, whatever the number of streams, so
+// the engine's owner loop pays for one reader, not for every client. One
+// goroutine (run) owns the streams; a stream whose buffer is full is
+// dropped, never waited for. [limits] subscribers bounds the streams of one
+// uid.
+type hub struct {
+	eng     Engine
+	perUID  int
+	ops     chan func(map[*hubStream]struct{})
+	stopped chan struct{}
+}
+
+type hubStream struct {
+	ch  chan placement.Event
+	uid int // -1: not limited
+}
+
+// errHubStopped answers subscriptions after the daemon began to stop.
+var errHubStopped = errors.New("event streams stopped: the daemon is shutting down")
+
+func newHub(eng Engine, perUID int) *hub {
+	return &hub{eng: eng, perUID: perUID, ops: make(chan func(map[*hubStream]struct{})), stopped: make(chan struct{})}
+}
+
+// run follows the engine's events until ctx ends, then ends every stream.
+func (h *hub) run(ctx context.Context) error {
+	defer close(h.stopped)
+	streams := map[*hubStream]struct{}{}
+	defer func() {
+		for st := range streams {
+			close(st.ch)
+		}
+	}()
+	for ctx.Err() == nil {
+		events, cancel, err := h.eng.Subscribe(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, placement.ErrStopped) {
+				return nil
+			}
+			return err
+		}
+		h.follow(ctx, events, streams)
+		cancel()
+	}
+	return nil
+}
+
+// follow fans out one engine subscription until it or ctx ends. When the
+// engine drops the hub itself, every stream missed events: all are ended.
+func (h *hub) follow(ctx context.Context, events <-chan placement.Event, streams map[*hubStream]struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case op := <-h.ops:
+			op(streams)
+		case ev, ok := <-events:
+			if !ok {
+				for st := range streams {
+					close(st.ch)
+					delete(streams, st)
+				}
+				return
+			}
+			for st := range streams {
+				select {
+				case st.ch <- ev:
+				default:
+					close(st.ch) // fell behind: dropped, the client sees "lagged"
+					delete(streams, st)
+				}
+			}
+		}
+	}
+}
+
+// subscribe opens a stream for peer; its channel closes when the stream
+// falls behind or the daemon stops. The returned function ends it.
+func (h *hub) subscribe(ctx context.Context, peer Peer) (<-chan placement.Event, func(), error) {
+	st := &hubStream{ch: make(chan placement.Event, streamBuffer), uid: -1}
+	if limited(peer) {
+		st.uid = peer.UID
+	}
+	errc := make(chan error, 1)
+	add := func(streams map[*hubStream]struct{}) {
+		if st.uid >= 0 && h.perUID > 0 {
+			n := 0
+			for o := range streams {
+				if o.uid == st.uid {
+					n++
+				}
+			}
+			if n >= h.perUID {
+				errc <- limitExceeded("uid %d has %d event streams open: [limits] subscribers is %d", st.uid, n, h.perUID)
+				return
+			}
+		}
+		streams[st] = struct{}{}
+		errc <- nil
+	}
+	select {
+	case h.ops <- add:
+	case <-h.stopped:
+		return nil, nil, errHubStopped
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if err := <-errc; err != nil {
+		return nil, nil, err
+	}
+	remove := func(streams map[*hubStream]struct{}) {
+		if _, ok := streams[st]; ok {
+			close(st.ch)
+			delete(streams, st)
+		}
+	}
+	cancel := func() {
+		select {
+		case h.ops <- remove:
+		case <-h.stopped:
+		}
+	}
+	return st.ch, cancel, nil
+}
+
+// RunEvents runs the fan-out of placement events to the API's streams
+// until ctx ends (start it with the server).
+func (s *Server) RunEvents(ctx context.Context) error { return s.hub.run(ctx) }
