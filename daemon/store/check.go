@@ -37,7 +37,7 @@ func Check(dir string) (Report, error) {
 	if r.Epoch, err = readEpoch(dir); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
-	pending, records, torn := readJournal(dir)
+	pending, records, torn := readJournal(dir, WALName)
 	r.JournalRecords = records
 	if torn != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("lease journal: torn tail (dropped at the next start): %v", torn))
@@ -93,9 +93,9 @@ func readBolt(path string, r *Report) ([]placement.Lease, error) {
 	return stored, nil
 }
 
-// readJournal replays the journal in dir without changing it.
-func readJournal(dir string) (map[string]*placement.Lease, int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, WALName))
+// readJournal replays the journal name in dir without changing it.
+func readJournal(dir, name string) (map[string]*placement.Lease, int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,7 +27,8 @@ type Repaired struct {
 
 // Repair rebuilds the state in dir: whatever the damaged database still
 // yields (bbolt's last valid commit, bucket by bucket) with the lease
-// journal folded over it goes into a new database; the damaged database
+// journals (the one folded last and the current one) replayed over it goes
+// into a new database; the damaged database
 // and journal are moved aside with the time in their names, and the
 // commit epoch starts again at 1. The daemon must not run: the read of
 // the old database takes bbolt's file lock, and the new one is written
@@ -39,9 +41,18 @@ func Repair(dir string, now time.Time) (Repaired, error) {
 	if err != nil {
 		return rep, err
 	}
-	pending, _, _ := readJournal(dir) // the valid records; a torn tail is dropped
+	// The journal folded last, then the current one (their valid records;
+	// a torn tail is dropped): replaying the folded one over a commit that
+	// already has it changes nothing, over the commit before it restores
+	// the fold a damaged meta page lost.
+	pending, _, _ := readJournal(dir, PrevWALName)
+	current, _, _ := readJournal(dir, WALName)
+	if pending == nil {
+		pending = map[string]*placement.Lease{}
+	}
+	maps.Copy(pending, current)
 	suffix := ".damaged-" + now.UTC().Format("20060102T150405Z")
-	for _, name := range []string{FileName, WALName, EpochName} {
+	for _, name := range []string{FileName, WALName, PrevWALName, EpochName} {
 		old := filepath.Join(dir, name)
 		if _, err := os.Stat(old); err != nil {
 			continue

@@ -282,7 +282,7 @@ func (d *DB) Apply(changes []placement.Change) error {
 // what bbolt already has: the same result.
 func (d *DB) compact() error {
 	if len(d.wal.pending) == 0 {
-		return d.wal.reset()
+		return nil // an empty journal: nothing to fold, PrevWALName stays
 	}
 	next := d.seq + 1
 	err := d.db.Update(func(tx *bolt.Tx) error {

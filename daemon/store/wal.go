@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -206,12 +207,28 @@ func (w *wal) truncate(size int64) error {
 	return nil
 }
 
-// reset empties the journal once its changes are in bbolt.
+// PrevWALName is the journal most recently folded into bbolt, kept until
+// the next fold: if bbolt loses that fold (a damaged meta page), `wsched
+// state repair` replays it over the commit bbolt fell back to.
+const PrevWALName = WALName + ".prev"
+
+// reset starts a new journal once the changes are in bbolt; the folded
+// one becomes PrevWALName.
 func (w *wal) reset() error {
-	if err := w.truncate(0); err != nil {
-		return err
+	dir := filepath.Dir(w.f.Name())
+	if err := os.Rename(w.f.Name(), filepath.Join(dir, PrevWALName)); err != nil {
+		return fmt.Errorf("keep the folded lease journal: %w", err)
 	}
+	f, err := os.OpenFile(w.f.Name(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("start a new lease journal: %w", err)
+	}
+	_ = w.f.Close()
+	w.f, w.size = f, 0
 	clear(w.pending)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("start a new lease journal: %w", err)
+	}
 	return nil
 }
 
