@@ -103,10 +103,6 @@ func readJournal(dir, name string) (map[string]*placement.Lease, int, error) {
 	return pending, records, torn
 }
 
-// OvercommitReason marks a restored lease that does not fit its GPU with
-// the leases restored before it.
-const OvercommitReason = "overcommitted after restore"
-
 // Overcommitted describes the GPUs whose restored leases add up to more
 // than the GPU's memory.
 func Overcommitted(leases []placement.Lease) []string {
@@ -121,7 +117,7 @@ func Overcommitted(leases []placement.Lease) []string {
 	var out []string
 	for gpu, s := range sum {
 		if s > total[gpu] {
-			out = append(out, fmt.Sprintf("GPU %s: leases hold %d bytes of %d (%s)", gpu, s, total[gpu], OvercommitReason))
+			out = append(out, fmt.Sprintf("GPU %s: leases hold %d bytes of %d: the daemon marks the excess leases 'overcommitted after restore' at start", gpu, s, total[gpu]))
 		}
 	}
 	return out

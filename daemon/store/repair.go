@@ -112,7 +112,10 @@ func foldInto(tx *bolt.Tx, pending map[string]*placement.Lease, rep *Repaired) e
 			return err
 		}
 	}
-	rep.Leases = b.Stats().KeyN
+	rep.Leases = 0
+	if err := b.ForEach(func(_, _ []byte) error { rep.Leases++; return nil }); err != nil {
+		return err
+	}
 	return putBoltSeq(tx, 1)
 }
 
