@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,10 +62,7 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketLeases)
-		return err
-	})
+	err = db.Update(initLeases)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init %s: %w", path, err)
@@ -103,7 +102,7 @@ func (d *DB) DeleteLease(id string) error {
 func (d *DB) Leases() ([]placement.Lease, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	stored, err := List[placement.Lease](d.db, bucketLeases)
+	stored, err := d.storedLeases()
 	if err != nil || len(d.wal.pending) == 0 {
 		return stored, err
 	}
@@ -155,8 +154,17 @@ func Delete(db *bolt.DB, bucket []byte, key string) error {
 	return nil
 }
 
-// List decodes every value of bucket, in key order.
+// storedLeases decodes the leases in bbolt, in key order.
+func (d *DB) storedLeases() ([]placement.Lease, error) {
+	return list(d.db, bucketLeases, decodeLease)
+}
+
+// List decodes every value of bucket from JSON, in key order.
 func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
+	return list(db, bucket, func(v []byte, t *T) error { return json.Unmarshal(v, t) })
+}
+
+func list[T any](db *bolt.DB, bucket []byte, decode func([]byte, *T) error) ([]T, error) {
 	var out []T
 	err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
@@ -171,7 +179,7 @@ func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
 			return err
 		}
 		out = make([]T, len(vals))
-		return decodeAll(vals, out, func(i int, err error) error {
+		return decodeAll(vals, out, decode, func(i int, err error) error {
 			return fmt.Errorf("decode %s/%s: %w", bucket, keys[i], err)
 		})
 	})
@@ -180,14 +188,14 @@ func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
 
 // decodeAll decodes vals[i] into out[i], on every CPU: a daemon restoring
 // 100k leases spends its start-up here.
-func decodeAll[T any](vals [][]byte, out []T, wrap func(int, error) error) error {
+func decodeAll[T any](vals [][]byte, out []T, decode func([]byte, *T) error, wrap func(int, error) error) error {
 	workers := min(runtime.GOMAXPROCS(0), 1+len(vals)/256)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for i := w; i < len(vals); i += workers {
-				if err := json.Unmarshal(vals[i], &out[i]); err != nil {
+				if err := decode(vals[i], &out[i]); err != nil {
 					errs[w] = wrap(i, err)
 					return
 				}
@@ -243,20 +251,20 @@ func (d *DB) compact() error {
 	if len(d.wal.pending) == 0 {
 		return d.wal.reset()
 	}
+	// In key order: bbolt inserts into sorted pages, and keys in map order
+	// cost a copy of the page's tail each (seconds of memmove at 100k).
+	ids := slices.Sorted(maps.Keys(d.wal.pending))
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLeases)
-		for id, l := range d.wal.pending {
+		for _, id := range ids {
+			l := d.wal.pending[id]
 			if l == nil {
 				if err := b.Delete([]byte(id)); err != nil {
 					return err
 				}
 				continue
 			}
-			data, err := json.Marshal(l)
-			if err != nil {
-				return fmt.Errorf("encode lease %s: %w", id, err)
-			}
-			if err := b.Put([]byte(id), data); err != nil {
+			if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
 				return err
 			}
 		}
