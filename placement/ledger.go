@@ -59,15 +59,41 @@ func (s *state) place(l *Lease) {
 		}
 		set[l] = struct{}{}
 	}
+	if s.bulk != nil {
+		s.bulk[l.GPU] = append(s.bulk[l.GPU], &tnode{l: snapshot(l), k1: l.Granted, k2: l.ID, prio: tprio(l.ID), size: 1})
+	}
 	if l.GPU == CPU {
-		s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, snapshot(l))
+		if s.bulk == nil {
+			s.cpuPub = tput(s.cpuPub, l.Granted, l.ID, snapshot(l))
+		}
 		return
 	}
 	b := s.book(l.GPU)
 	b.add(l)
-	b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
+	if s.bulk == nil {
+		b.pub = tput(b.pub, l.Granted, l.ID, snapshot(l))
+	}
 	s.touch(b)
 	s.gpuLeases++
+}
+
+// publishBulk ends a bulk placement: builds each set collected in s.bulk
+// at once and merges it into what was published before.
+func (s *state) publishBulk() {
+	for gpu, nodes := range s.bulk {
+		pub := &s.cpuPub
+		if gpu != CPU {
+			pub = &s.book(gpu).pub
+		}
+		if *pub == nil {
+			*pub = tbuild(nodes)
+			continue
+		}
+		for _, n := range nodes { // not at start-up: the sets are empty then
+			*pub = tput(*pub, n.k1, n.k2, n.l)
+		}
+	}
+	s.bulk = nil
 }
 
 func (s *state) unplace(l *Lease) {

@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -178,6 +180,9 @@ func (s *state) restore(leases []Lease) {
 	if len(leases) > 0 {
 		s.log.Info("leases restored", "count", len(leases))
 	}
+	s.bulk = map[string][]*tnode{}
+	debug := s.log.Enabled(context.Background(), slog.LevelDebug)
+	defer s.publishBulk()
 	for i := range leases {
 		c := &leases[i] // the caller hands the leases over
 		c.State = StateGranted
@@ -185,7 +190,9 @@ func (s *state) restore(leases []Lease) {
 		if c.UsedBytes > 0 || c.Overrun {
 			s.measured[c] = struct{}{} // cleared by the next reconcile unless measured
 		}
-		s.log.Debug("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
+		if debug {
+			s.log.Debug("lease restored", "lease", c.ID, "gpu", c.GPUIndex, "bytes", c.Bytes, "holder", c.Holder.PID)
+		}
 	}
 }
 

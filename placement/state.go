@@ -38,6 +38,9 @@ type state struct {
 	acctAll   bool
 	acctDirty []*book
 	cpuPub    *tnode // published CPU leases
+	// bulk, during restore, collects the published copies per GPU UUID
+	// (or CPU) for tbuild instead of one tput per lease.
+	bulk map[string][]*tnode
 	// owners maps a process to the leases listing it (as holder or
 	// registered process); gpuLeases counts the GPU leases.
 	owners    map[int]map[*Lease]struct{}

@@ -80,7 +80,7 @@ func readBolt(path string, r *Report) ([]placement.Lease, error) {
 			for err := range tx.Check() {
 				return fmt.Errorf("%w: page check: %w", ErrDamaged, err)
 			}
-			stored, err = List[placement.Lease](db, bucketLeases)
+			stored, err = list(db, bucketLeases, decodeLease)
 			return err
 		})
 	})

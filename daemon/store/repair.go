@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -104,11 +103,7 @@ func foldInto(tx *bolt.Tx, pending map[string]*placement.Lease, rep *Repaired) e
 			}
 			continue
 		}
-		data, err := json.Marshal(l)
-		if err != nil {
-			return fmt.Errorf("encode lease %s: %w", id, err)
-		}
-		if err := b.Put([]byte(id), data); err != nil {
+		if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,9 @@ import (
 //
 //	length uint32 (little endian) | CRC-32C of the payload uint32 | payload
 //
-// with a JSON payload {"put": lease} or {"del": id}. A torn tail (a record
+// with a payload of walPut and the lease's stored form (leasecodec.go), or
+// walDel and the lease ID; journals of earlier versions have JSON payloads
+// {"put": lease} or {"del": id}, still read. A torn tail (a record
 // cut short, or whose CRC does not match, as a crash in mid-write leaves
 // it) ends the journal: it is truncated there, with a log line.
 
@@ -36,6 +38,12 @@ const (
 	walHeader       = 8
 	walMaxRecord    = 1 << 20 // a lease is a few hundred bytes
 	walCompactBytes = 8 << 20
+)
+
+// The first byte of a binary payload.
+const (
+	walPut = 'P'
+	walDel = 'D'
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -67,22 +75,52 @@ func decodeRecord(b []byte) (walRecord, int, error) {
 	if crc32.Checksum(payload, crcTable) != sum {
 		return walRecord{}, 0, fmt.Errorf("%w: CRC mismatch", errTorn)
 	}
-	var r walRecord
-	if err := json.Unmarshal(payload, &r); err != nil || (r.Put == nil) == (r.Del == "") {
-		return walRecord{}, 0, fmt.Errorf("%w: bad payload", errTorn)
+	r, err := decodePayload(payload)
+	if err != nil {
+		return walRecord{}, 0, fmt.Errorf("%w: bad payload: %w", errTorn, err)
 	}
 	return r, walHeader + int(n), nil
 }
 
-// appendRecord appends r's encoding to b.
-func appendRecord(b []byte, r walRecord) ([]byte, error) {
-	payload, err := json.Marshal(r)
-	if err != nil {
-		return b, fmt.Errorf("encode lease change: %w", err)
+// decodePayload reads a record's payload: walPut and a stored lease,
+// walDel and an ID, or the JSON of earlier versions.
+func decodePayload(p []byte) (walRecord, error) {
+	var r walRecord
+	switch p[0] {
+	case walPut:
+		r.Put = new(placement.Lease)
+		if err := decodeLease(p[1:], r.Put); err != nil {
+			return r, err
+		}
+		if r.Put.ID == "" {
+			return r, fmt.Errorf("%w: lease without ID", errLeaseCodec)
+		}
+	case walDel:
+		r.Del = string(p[1:])
+	case '{':
+		if err := json.Unmarshal(p, &r); err != nil {
+			return r, err
+		}
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crcTable))
-	return append(b, payload...), nil
+	if (r.Put == nil) == (r.Del == "") {
+		return r, errors.New("neither put nor del")
+	}
+	return r, nil
+}
+
+// appendRecord appends r's encoding to b.
+func appendRecord(b []byte, r walRecord) []byte {
+	at := len(b)
+	b = append(b, make([]byte, walHeader)...)
+	if r.Put != nil {
+		b = encodeLease(append(b, walPut), r.Put)
+	} else {
+		b = append(append(b, walDel), r.Del...)
+	}
+	payload := b[at+walHeader:]
+	binary.LittleEndian.PutUint32(b[at:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(b[at+4:], crc32.Checksum(payload, crcTable))
+	return b
 }
 
 // wal is the open journal. Its owner (DB) serialises calls.
@@ -168,10 +206,7 @@ func (w *wal) append(changes []placement.Change) error {
 		default:
 			continue
 		}
-		var err error
-		if w.buf, err = appendRecord(w.buf, r); err != nil {
-			return err
-		}
+		w.buf = appendRecord(w.buf, r)
 		recs = append(recs, r)
 	}
 	if len(recs) == 0 {

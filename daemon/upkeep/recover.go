@@ -24,11 +24,17 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover leases: %w", err)
 	}
-	var keep []placement.Lease
+	keep := make([]placement.Lease, 0, len(stored))
 	var gone []placement.Change
 	now := time.Now()
+	alive := map[placement.Holder]bool{} // /proc is asked once per holder, not per lease
 	for _, l := range stored {
-		if !u.holderAlive(l.Holder) {
+		ok, seen := alive[l.Holder]
+		if !seen {
+			ok = u.holderAlive(l.Holder)
+			alive[l.Holder] = ok
+		}
+		if !ok {
 			u.log.Info("lease released: its holder exited while the daemon was down", "lease", l.ID, "holder", l.Holder.PID)
 			gone = append(gone, placement.Change{Delete: l.ID})
 			continue
@@ -43,9 +49,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover leases: %w", err)
 		}
 	}
-	for _, l := range keep {
-		u.watchLease(l) // an exit from now on is reported once Run follows exits
-	}
+	u.watchLeases(keep) // an exit from now on is reported once Run follows exits
 	restored := len(keep)
 	if err := u.opts.Engine.Restore(ctx, keep); err != nil { // keep is the engine's now
 		return fmt.Errorf("recover leases: %w", err)
@@ -125,14 +129,26 @@ func (u *Upkeep) alive(pids []int) []int {
 	return live
 }
 
-// watchLease watches a lease's holder and its registered processes.
-func (u *Upkeep) watchLease(l placement.Lease) {
-	if err := u.opts.Watcher.WatchProcess(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks); err != nil {
-		u.log.Warn("cannot watch holder", "pid", l.Holder.PID, "err", err)
-	}
-	for _, pid := range l.PIDs {
-		if err := u.opts.Watcher.Watch(pid); err != nil {
-			u.log.Warn("cannot watch lease process", "pid", pid, "err", err)
+// watchLeases watches the leases' holders and registered processes, each
+// process once however many leases name it.
+func (u *Upkeep) watchLeases(leases []placement.Lease) {
+	holders := map[placement.Holder]struct{}{}
+	pids := map[int]struct{}{}
+	for _, l := range leases {
+		if _, done := holders[l.Holder]; !done {
+			holders[l.Holder] = struct{}{}
+			if err := u.opts.Watcher.WatchProcess(u.opts.ProcRoot, l.Holder.PID, l.Holder.StartTicks); err != nil {
+				u.log.Warn("cannot watch holder", "pid", l.Holder.PID, "err", err)
+			}
+		}
+		for _, pid := range l.PIDs {
+			if _, done := pids[pid]; done {
+				continue
+			}
+			pids[pid] = struct{}{}
+			if err := u.opts.Watcher.Watch(pid); err != nil {
+				u.log.Warn("cannot watch lease process", "pid", pid, "err", err)
+			}
 		}
 	}
 }
