@@ -3,12 +3,17 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsched/wsched/daemon/api"
 )
 
 // restrictedRoots hold no audio: kernel and device files, which a daemon
@@ -53,6 +58,35 @@ func (s *Server) snapshotAudio(peer Peer, path string) (string, error) {
 		return "", err
 	}
 	return s.saveUpload(namedReader{f, filepath.Base(f.Name())}, int64(s.cfg.Jobs.MaxUpload))
+}
+
+// snapshotPassed takes the audio a client passed as an open file with the
+// request (api.AudioFDHeader): the one descriptor its connection received,
+// readable, a regular file on no kernel file system, copied into the spool
+// from its start.
+func (s *Server) snapshotPassed(r *http.Request, peer Peer) (string, error) {
+	files := passedFiles(r.Context())
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	name := filepath.Base(r.Header.Get(api.AudioFDHeader))
+	switch {
+	case !peer.Known:
+		return "", badRequest("invalid_request", "%s needs the Unix socket", api.AudioFDHeader)
+	case len(files) != 1:
+		return "", badRequest("invalid_request", "%s: want one descriptor passed with the request's first bytes (SCM_RIGHTS), got %d", api.AudioFDHeader, len(files))
+	}
+	f := files[0]
+	if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_WRONLY || fl&unix.O_PATH != 0 {
+		return "", badRequest("invalid_request", "%s: the passed descriptor is not open for reading", api.AudioFDHeader)
+	}
+	if err := checkAudioFile(f, name); err != nil {
+		return "", err
+	}
+	from := io.NewSectionReader(f, 0, math.MaxInt64) // pread: the shared file offset does not matter
+	return s.saveUpload(namedReader{from, name}, int64(s.cfg.Jobs.MaxUpload))
 }
 
 // openAsPeer resolves and opens path as the peer: with the peer's
@@ -148,7 +182,7 @@ func openNoFollow(path string) (*os.File, error) {
 
 // namedReader gives saveUpload the file name (for its extension).
 type namedReader struct {
-	*os.File
+	io.Reader
 	name string
 }
 
