@@ -7,7 +7,6 @@
 package fdpass
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -183,6 +182,3 @@ func (s *Sender) Write(b []byte) (int, error) {
 	}
 	return s.UnixConn.Write(b)
 }
-
-// ErrNoFile means a request said a descriptor follows but none arrived.
-var ErrNoFile = errors.New("no descriptor arrived with the request")
