@@ -74,10 +74,10 @@ var oobSize = unix.CmsgSpace(MaxFiles * 4)
 func (c *conn) Read(b []byte) (int, error) {
 	oob := make([]byte, oobSize)
 	n, oobn, _, _, err := c.uc.ReadMsgUnix(b, oob)
-	if oobn > 0 {
+	if oobn > 0 && oobn <= len(oob) {
 		c.keep(parseRights(oob[:oobn]))
 	}
-	return n, err
+	return max(n, 0), err // recvmsg's -1 on a deadline is no count for io.Reader
 }
 
 // keep stores received files, closing those past MaxFiles or after Close.

@@ -1,11 +1,13 @@
 package fdpass
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wsched/wsched/internal/testtmp"
 )
@@ -104,3 +106,19 @@ func TestUnclaimedFilesAreClosed(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(testtmp.Run(m.Run)) }
+
+// TestReadDeadline: a read past its deadline reports 0 bytes and
+// os.ErrDeadlineExceeded, as net.Conn does (bufio panics on recvmsg's -1).
+func TestReadDeadline(t *testing.T) {
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, rcv := pair(t, f)
+	_ = rcv.SetReadDeadline(time.Now().Add(50 * time.Millisecond)) // recvmsg runs, then the poller times out
+	n, err := rcv.Read(make([]byte, 16))
+	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("Read past the deadline = %d, %v; want 0, deadline exceeded", n, err)
+	}
+}
