@@ -46,8 +46,9 @@ type e2e struct {
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
-	dir := t.TempDir()
-	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(dir, "wsched.sock"), tmp: testtmp.ShortDir(t)}
+	dir, short := t.TempDir(), testtmp.ShortDir(t)
+	// The socket in the short directory: long subtest names pass the 107-byte limit under t.TempDir().
+	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(short, "wsched.sock"), tmp: short}
 	cfg := fmt.Sprintf(`[daemon]
 socket = %q
 state_dir = %q
