@@ -327,7 +327,7 @@ func TestAudioPathIsSnapshotted(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, out := td.raw("POST", "/v1/jobs", fmt.Sprintf(`{"audio_path": %q}`, fifo))
-	if status != http.StatusForbidden || !strings.Contains(out, "not a regular file") {
+	if status != http.StatusBadRequest || !strings.Contains(out, "not a regular file") {
 		t.Errorf("FIFO: %d %s", status, out)
 	}
 	if status, out := td.raw("DELETE", "/v1/jobs/"+j.ID, ""); status != http.StatusOK {

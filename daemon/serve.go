@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/connlimit"
+	"github.com/wsched/wsched/daemon/fdpass"
 	"github.com/wsched/wsched/daemon/httpapi"
 	"github.com/wsched/wsched/jobs/runner"
 )
@@ -82,11 +83,11 @@ func (d *Daemon) serve(api *httpapi.Server, unix, tcp net.Listener) *servers {
 			ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		}
 		s.list = append(s.list, srv)
-		go func() { s.errs <- srv.Serve(d.conns.Listen(ln)) }()
+		go func() { s.errs <- srv.Serve(ln) }()
 	}
-	start(unix, handler)
+	start(fdpass.Listen(d.conns.Listen(unix)), handler) // descriptors passed with a request (wsched transcribe)
 	if tcp != nil {
-		start(tcp, httpapi.RequireToken(d.cfg.Daemon.HTTPToken, handler))
+		start(d.conns.Listen(tcp), httpapi.RequireToken(d.cfg.Daemon.HTTPToken, handler))
 	}
 	return s
 }

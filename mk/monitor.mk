@@ -1,6 +1,6 @@
 # mk/monitor.mk — the monitor page, `wsched top`, metrics and alert rules (issue 16).
 #
-#   make monitor-deps        chromium, tmux and promtool (Debian's prometheus) from the host's apt
+#   make monitor-deps        chromium, tmux, acl (setfacl) and promtool (Debian's prometheus) from the host's apt
 #                            sources (packaging/deps/monitor-deps.sh); part of `make deps`
 #   make prometheus-rules-test  promtool check/test rules on packaging/prometheus (part of `make test`)
 #   make monitor-screenshot  re-runs the Chromium test and saves its 1280×800 screenshot to

@@ -55,8 +55,9 @@ func newTranscribeCmd(a *app) *cobra.Command {
 		Short: "Transcribe audio files through the daemon's job queue",
 		Long: `Submit one job per file (they queue by priority for GPU memory), follow them with a
 progress bar per file on a terminal (plain lines otherwise), and write each result:
-to --output DIR as NAME.EXT, or to stdout for a single file without --output. Files
-the daemon can read are passed by path; --upload (or a TCP daemon) streams them.`,
+to --output DIR as NAME.EXT, or to stdout for a single file without --output. Each
+file is opened here and its descriptor passed to the daemon over the Unix socket
+(SCM_RIGHTS), so the daemon reads exactly what you may read; --upload streams it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if _, ok := cliFormats[f.format]; !ok {
@@ -76,7 +77,7 @@ the daemon can read are passed by path; --upload (or a TCP daemon) streams them.
 	cmd.Flags().StringVar(&f.output, "output", "", "directory for the results (NAME.EXT)")
 	cmd.Flags().StringVar(&f.prompt, "prompt", "", "initial prompt (names, spelling)")
 	cmd.Flags().BoolVar(&f.translate, "translate", false, "translate to English")
-	cmd.Flags().BoolVar(&f.upload, "upload", false, "upload the files instead of passing their paths")
+	cmd.Flags().BoolVar(&f.upload, "upload", false, "upload the files instead of passing their open descriptors")
 	setVAD = addVADFlags(cmd, &f.vad)
 	return cmd
 }
@@ -133,16 +134,7 @@ func submitFile(ctx context.Context, c *client.Client, file string, f transcribe
 	req := api.JobRequest{Model: f.model, Language: f.language, Format: cliFormats[f.format].format, Priority: f.priority,
 		Translate: f.translate, Prompt: f.prompt, VADOptions: f.vad}
 	if !f.upload {
-		abs, err := filepath.Abs(file)
-		if err != nil {
-			return api.Job{}, err
-		}
-		req.AudioPath = abs
-		j, err := c.SubmitJob(ctx, req)
-		if !client.IsCode(err, "forbidden") {
-			return j, err
-		}
-		req.AudioPath = "" // the daemon may not read it: send it
+		return c.PassJob(ctx, file, req)
 	}
 	return c.UploadJob(ctx, file, req)
 }

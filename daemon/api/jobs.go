@@ -6,11 +6,18 @@ import (
 	"github.com/wsched/wsched/jobs/transcript"
 )
 
+// AudioFDHeader on a POST /v1/jobs with a JSON body says the audio is the
+// open file the client passed with the request's first bytes (SCM_RIGHTS,
+// Unix socket only); its value is the file's name (the decoder looks at its
+// extension). The body then has no audio_path.
+const AudioFDHeader = "Wsched-Audio-Fd"
+
 // JobRequest is the JSON body of POST /v1/jobs, or the fields of a
 // multipart/form-data upload whose "file" part is the audio.
 type JobRequest struct {
 	// AudioPath is a file on the daemon's machine that the client may read
-	// (Unix socket only).
+	// (Unix socket only): the daemon opens it with the client's credentials,
+	// never under /proc, /sys or /dev.
 	AudioPath   string  `json:"audio_path,omitempty"`
 	Model       string  `json:"model,omitempty"`
 	Language    string  `json:"language,omitempty"`

@@ -123,9 +123,12 @@ func (c *Client) doWaiting(ctx context.Context, wait time.Duration, method, path
 }
 
 // send sends a prepared request and decodes the answer into out.
-func (c *Client) send(req *http.Request, out any) error {
+func (c *Client) send(req *http.Request, out any) error { return c.sendVia(c.hc, req, out) }
+
+// sendVia is send over hc.
+func (c *Client) sendVia(hc *http.Client, req *http.Request, out any) error {
 	method, path := req.Method, req.URL.Path
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" && !errors.Is(err, context.DeadlineExceeded) {

@@ -1,12 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/fdpass"
 )
 
 // SubmitJob queues a job for audio already on the daemon's machine.
@@ -130,4 +133,40 @@ func vadFormFields(fields map[string]string, o api.VADOptions) {
 			fields[k] = strconv.Itoa(v)
 		}
 	}
+}
+
+// PassJob queues a job for a local file that the daemon reads through the
+// descriptor this process opened (SCM_RIGHTS over the Unix socket): the
+// daemon reads exactly the file the caller may read, and nothing is
+// copied through the socket. The request has a connection of its own.
+func (c *Client) PassJob(ctx context.Context, path string, req api.JobRequest) (api.Job, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return api.Job{}, fmt.Errorf("open audio: %w", err)
+	}
+	defer f.Close()
+	req.AudioPath = ""
+	data, err := json.Marshal(req)
+	if err != nil {
+		return api.Job{}, fmt.Errorf("encode request: %w", err)
+	}
+	ctx, cancel := c.bounded(ctx, 0)
+	defer cancel()
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		d := net.Dialer{Timeout: DialTimeout}
+		conn, err := d.DialContext(ctx, "unix", c.socket)
+		if err != nil {
+			return nil, err
+		}
+		return fdpass.NewSender(conn.(*net.UnixConn), f), nil
+	}}
+	defer tr.CloseIdleConnections()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://wsched/v1/jobs", bytes.NewReader(data))
+	if err != nil {
+		return api.Job{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set(api.AudioFDHeader, filepath.Base(path))
+	var out api.Job
+	return out, c.sendVia(&http.Client{Transport: tr}, hreq, &out)
 }

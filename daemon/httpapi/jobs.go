@@ -52,6 +52,9 @@ func mayAccess(p Peer, j jobs.Job) error {
 // jobSpec validates a request into a job spec. The audio is either an
 // upload the daemon already saved (uploaded) or a path the client may read.
 func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.Spec, error) {
+	if uploaded != "" && req.AudioPath != "" {
+		return jobs.Spec{}, badRequest("invalid_request", "audio_path and a passed or uploaded file: send one")
+	}
 	spec := jobs.Spec{
 		Model: req.Model, Language: strings.ToLower(strings.TrimSpace(req.Language)), Translate: req.Translate,
 		Prompt: req.Prompt, Temperature: req.Temperature, Owner: owner(peer),
@@ -116,6 +119,13 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, uploaded, err := s.readJobRequest(w, r)
+	if err == nil && r.Header.Get(api.AudioFDHeader) != "" {
+		if uploaded != "" {
+			err = badRequest("invalid_request", "%s with an uploaded file: send one", api.AudioFDHeader)
+		} else {
+			uploaded, err = s.snapshotPassed(r, peer)
+		}
+	}
 	if err == nil {
 		var spec jobs.Spec
 		if spec, err = s.jobSpec(peer, req, uploaded); err == nil {

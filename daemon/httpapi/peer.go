@@ -3,9 +3,12 @@ package httpapi
 import (
 	"context"
 	"net"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wsched/wsched/daemon/fdpass"
 )
 
 // Peer is the process at the other end of a Unix-socket connection, as the
@@ -27,8 +30,15 @@ type peerKey struct{}
 // PeerContext stores the connection's peer credentials in its context
 // (http.Server.ConnContext).
 func PeerContext(ctx context.Context, c net.Conn) context.Context {
-	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = w.NetConn() // a connection counted by connlimit
+	if r := fdpass.FromConn(c); r != nil {
+		ctx = context.WithValue(ctx, filesKey{}, r)
+	}
+	for { // under the wrappers of connlimit and fdpass
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
 	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -48,6 +58,17 @@ func PeerContext(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, peerKey{}, Peer{})
 	}
 	return context.WithValue(ctx, peerKey{}, Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid), Groups: groups, Known: true})
+}
+
+type filesKey struct{}
+
+// passedFiles takes the descriptors the request's connection received
+// (SCM_RIGHTS); the caller closes them.
+func passedFiles(ctx context.Context) []*os.File {
+	if r, ok := ctx.Value(filesKey{}).(fdpass.Receiver); ok {
+		return r.TakeFiles()
+	}
+	return nil
 }
 
 // peerFrom returns the peer stored by PeerContext.
