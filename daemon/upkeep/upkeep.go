@@ -38,6 +38,9 @@ type Store interface {
 	Apply(changes []placement.Change) error
 	RecordPeak(k estimator.Key, bytes int64) error
 	RecordContext(key string, bytes int64) error
+	// BootID is the kernel boot ID the stored leases were granted under.
+	BootID() (string, error)
+	SetBootID(id string) error
 }
 
 // Watcher reports when watched processes exit (*procwatch.Watcher).
