@@ -26,7 +26,7 @@ type Engine interface {
 	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
-	Owners(ctx context.Context, pids []int) (map[int]string, int, error)
+	Owners(ctx context.Context, pids []int) (map[int]placement.Owner, int, error)
 }
 
 // Store holds the leases of the previous run and what is learned

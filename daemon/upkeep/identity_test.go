@@ -5,6 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,49 @@ func TestRecoverAfterReboot(t *testing.T) {
 				t.Errorf("stored boot ID after recovery: %q, %v; want boot-now", got, err)
 			}
 		})
+	}
+}
+
+// TestTickSkipsReusedHolderPID: a GPU process whose parent has a lease
+// holder's PID but another start time (the holder exited and its PID was
+// reused before the exit was handled) is not counted against the lease.
+func TestTickSkipsReusedHolderPID(t *testing.T) {
+	r := newRig(t)
+	parent := exec.Command("sh", "-c", "sleep 30 & echo $!; wait")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = parent.Process.Kill(); _ = parent.Wait() })
+	var line [16]byte
+	n, _ := out.Read(line[:])
+	child, err := strconv.Atoi(strings.TrimSpace(string(line[:n])))
+	if err != nil {
+		t.Fatalf("child pid %q: %v", line[:n], err)
+	}
+	info, err := procwatch.Read("/proc", parent.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.u.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The lease's holder had the parent's PID but started earlier.
+	former := placement.Holder{PID: parent.Process.Pid, StartTicks: info.StartTicks - 1}
+	l, err := r.eng.Acquire(t.Context(), placement.Request{Bytes: 4 * GiB, Holder: former})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.sim.SetProcess(0, child, "sleep", 3*GiB)
+	if err := r.u.tick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.eng.Get(t.Context(), l.ID)
+	if slices.Contains(got.PIDs, child) || got.UsedBytes != 0 {
+		t.Errorf("lease of a former holder with PID %d: pids %v, used %d; want the new process's child %d not counted",
+			former.PID, got.PIDs, got.UsedBytes, child)
 	}
 }
