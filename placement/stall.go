@@ -5,7 +5,7 @@ import "time"
 // A daemon stopped (SIGSTOP, a debugger, a frozen cgroup) for longer than a
 // lease's remaining TTL must not expire the leases of holders that could not
 // renew because it did not answer. The owner loop wakes at least every
-// heartbeat while leases can expire; a wake-up that finds far more time gone
+// heartbeat while leases can expire; a wake-up that finds more than stallGap gone
 // (on the monotonic clock) since the last one was a stall, and every
 // scheduled expiry moves later by the stalled time. Holders that exited
 // meanwhile are released by their exit reports, not by the TTL.
