@@ -4,8 +4,9 @@
 #                      sockets and loopback TCP, each scenario with its protection off ("before") and with
 #                      the shipped defaults ("after"), and prints the table: scenario, figure, before,
 #                      after, pass; then the holder scenarios (cmd/wsched: `eval "$(wsched lease …)"`,
-#                      `wsched run` killed -9), whose fixes cannot be turned off (before: the issue's
-#                      finding). Bounded by -timeout 5m each (about 30 s alone). The per-uid scenarios run
+#                      `wsched run` killed -9) and the outage scenarios (daemon down past a lease's TTL,
+#                      back without the lease, restarted under a queued `run --wait`), whose fixes cannot
+#                      be turned off (before: the issue's finding). Bounded by -timeout 5m each (about 30 s alone). The per-uid scenarios run
 #                      their clients as uid nobody, which needs root; without root the test skips and says so.
 .PHONY: reliability
 test: reliability

@@ -115,6 +115,17 @@ func TestLeaseInCommandSubstitution(t *testing.T) {
 	}
 }
 
+// asScenario makes a test a row of the table: its figure when it passes.
+func asScenario(test func(*testing.T), passed string) func(*testing.T) (string, bool) {
+	return func(t *testing.T) (string, bool) {
+		test(t)
+		if t.Failed() {
+			return "failed (see the test's log)", false
+		}
+		return passed, true
+	}
+}
+
 // TestReliabilityHolders adds the holder rows to `make reliability`'s
 // table (WSCHED_RELIABILITY names it; the daemon package writes the rest).
 func TestReliabilityHolders(t *testing.T) {
@@ -134,6 +145,12 @@ func TestReliabilityHolders(t *testing.T) {
 	}
 	row(`eval "$(wsched lease …)"`, "lease after the subshell exited", "issue: ended at once", substitutionScenario)
 	row("wsched run killed -9", "its child", "issue: child kept running", runKilledScenario)
+	row("daemon down past the TTL", "run's lease: kill -9, 1.5 s down, TTL 1 s", "issue: lost; an error every 2 s", asScenario(
+		TestRunKeepsLeaseThroughOutage, "same lease restored and renewed; said once"))
+	row("daemon back without the lease", "run's lease: kill -9, state removed", "issue: lost; an error every 2 s", asScenario(
+		TestRunReacquiresLostLease, "same size re-acquired, child registered"))
+	row("graceful restart, run --wait queued", "run --wait --priority high", "issue: 409, run exits 1", asScenario(
+		TestRunWaitSurvivesRestart, "asked again as high; ran, exit 0"))
 	if err := os.WriteFile(out+".holders", []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
