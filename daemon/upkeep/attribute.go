@@ -56,7 +56,7 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 		for _, a := range chains[pid] {
 			// An ancestor with a holder's PID but another start time
 			// took the PID of a holder that exited: not the holder.
-			if o, ok := up[a.PID]; ok && (o.StartTicks == 0 || o.StartTicks == a.StartTicks) {
+			if o, ok := up[a.PID]; ok && (o.StartTicks == 0 || a.StartTicks == 0 || o.StartTicks == a.StartTicks) {
 				out = append(out, placement.Attribution{Lease: o.Lease, PID: pid})
 				break
 			}
@@ -67,14 +67,17 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 }
 
 // ancestry returns pid's parent chain from /proc, nearest first, up to
-// maxAncestry long, each with its start time.
+// maxAncestry long, each with its start time (0 for a parent /proc does not
+// show, whose PID alone is then trusted, and which ends the chain).
 func (u *Upkeep) ancestry(pid int) []procwatch.Info {
 	var chain []procwatch.Info
 	info, err := procwatch.Read(u.opts.ProcRoot, pid)
-	for i := 0; i < maxAncestry && err == nil && info.PPID > 1; i++ {
-		if info, err = procwatch.Read(u.opts.ProcRoot, info.PPID); err == nil {
-			chain = append(chain, info)
+	for i := 0; i < maxAncestry && err == nil && info.PPID > 0; i++ {
+		ppid := info.PPID
+		if info, err = procwatch.Read(u.opts.ProcRoot, ppid); err != nil {
+			info = procwatch.Info{PID: ppid}
 		}
+		chain = append(chain, info)
 	}
 	return chain
 }
