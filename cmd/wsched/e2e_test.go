@@ -47,7 +47,8 @@ type e2e struct {
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
-	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(dir, "wsched.sock"), tmp: testtmp.ShortDir(t)}
+	tmp := testtmp.ShortDir(t) // the socket too: t.TempDir holds the (sub)test's name, and may pass 107 bytes
+	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(tmp, "wsched.sock"), tmp: tmp}
 	cfg := fmt.Sprintf(`[daemon]
 socket = %q
 state_dir = %q
