@@ -238,10 +238,10 @@ func TestExecAppKilledMidJob(t *testing.T) {
 // the job at once, naming the app and showing its output; no lease is left.
 func TestExecAppNeverHealthy(t *testing.T) {
 	td, state := execDaemon(t, map[string]string{"APP_HEALTH": "never"}, func(c *config.Config) {
-		c.Models.Entries[0].StartTimeout = units.Duration(2 * time.Second)
+		c.Models.Entries[0].StartTimeout = units.Duration(10 * time.Second) // python3 may take seconds to start on a loaded machine
 	})
 	got := td.waitJob(t, td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, testshared.File(t, "audio/jfk.wav"))).ID, finished)
-	for _, want := range []string{`app "sensevoice" (python3 main.py in `, "did not become healthy", "/health did not answer 2xx within 2s", "SenseVoice-shaped test app"} {
+	for _, want := range []string{`app "sensevoice" (python3 main.py in `, "did not become healthy", "/health did not answer 2xx within 10s", "SenseVoice-shaped test app"} {
 		if !strings.Contains(got.Error, want) {
 			t.Errorf("error lacks %q: %s", want, got.Error)
 		}

@@ -274,6 +274,8 @@ func TestReliability(t *testing.T) {
 	rows = append(rows, relRow{"TCP after 401", "connections open 1 s after a 401", "issue: 3000 held", fig, ok})
 	pair("300 unread /v1/events, one uid", "grant+release pairs/s", relEvents,
 		func(b, a string) bool { return strings.HasPrefix(a, "16 streams") })
+	t.Run("corrupt meta page", func(t *testing.T) { fig, ok = relCorruptMeta(t) })
+	rows = append(rows, relRow{"damaged bbolt meta page", "start, then leases after repair", "issue: 4 GiB lease lost, granted again", fig, ok})
 	if err := os.WriteFile(out, []byte(relTable(rows)), 0o644); err != nil {
 		t.Fatal(err)
 	}

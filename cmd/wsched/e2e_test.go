@@ -47,8 +47,10 @@ type e2e struct {
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
-	tmp := testtmp.ShortDir(t) // the socket too: t.TempDir holds the (sub)test's name, and may pass 107 bytes
-	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(tmp, "wsched.sock"), tmp: tmp}
+	// The socket lives in the short directory: a subtest's TempDir can be
+	// too long for a Unix socket path (107 bytes).
+	short := testtmp.ShortDir(t)
+	e := &e2e{t: t, dir: dir, config: filepath.Join(dir, "wsched.toml"), socket: filepath.Join(short, "wsched.sock"), tmp: short}
 	cfg := fmt.Sprintf(`[daemon]
 socket = %q
 state_dir = %q

@@ -40,7 +40,7 @@ would pick.`,
 	root.AddCommand(newTranscribeCmd(a), newJobsCmd(a), newJobCmd(a), newCancelCmd(a))
 	root.AddCommand(newBackendsCmd(a), newTopCmd(a))
 	root.AddCommand(newModelsCmd(a))
-	root.AddCommand(newK8sCmd(a))
+	root.AddCommand(newK8sCmd(a), newStateCmd(a))
 	return root
 }
 

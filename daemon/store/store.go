@@ -15,7 +15,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/wsched/wsched/placement"
 )
@@ -31,9 +30,12 @@ var bucketLeases = []byte("leases")
 // DB is the daemon's database. Lease changes go to the lease journal
 // (wal.go) and reach bbolt at compaction.
 type DB struct {
-	db  *bolt.DB
-	mu  sync.Mutex // serialises the journal
-	wal *wal
+	db   *bolt.DB
+	dir  string
+	mu   sync.Mutex // serialises the journal
+	wal  *wal
+	seq  uint64 // the commit epoch (epoch.go)
+	path string
 }
 
 var _ placement.Store = (*DB)(nil)
@@ -53,27 +55,54 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: 64 << 20})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
-	}
+	epoch, err := readEpoch(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketLeases)
-		return err
-	})
+	if err := checkEpoch(path, epoch); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, bolt.Options{Timeout: time.Second, InitialMmapSize: 64 << 20})
+	if err != nil {
+		return nil, err
+	}
+	var seq uint64
+	err = guard(func() error { return initBolt(db, &seq) })
+	if err == nil && seq < epoch {
+		err = rolledBack(path, seq, epoch)
+	}
+	if err == nil && seq > epoch { // a crash between a fold and its side file
+		err = writeEpoch(dir, seq)
+	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("init %s: %w", path, err)
+		return nil, fmt.Errorf("init %s: %w", path, damaged(err))
 	}
-	d := &DB{db: db}
+	d := &DB{db: db, dir: dir, seq: seq, path: path}
 	if d.wal, err = openWAL(filepath.Join(dir, WALName), log); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// initBolt reads bbolt's commit sequence and creates the leases bucket
+// when missing (without a commit when it exists, so that opening does not
+// add a commit bbolt could fall back to).
+func initBolt(db *bolt.DB, seq *uint64) error {
+	exists := false
+	err := db.View(func(tx *bolt.Tx) error {
+		*seq = boltSeq(tx)
+		exists = tx.Bucket(bucketLeases) != nil
+		return nil
+	})
+	if err != nil || exists {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketLeases)
+		return err
+	})
 }
 
 // Close compacts the lease journal into the database and closes both.
@@ -103,22 +132,34 @@ func (d *DB) DeleteLease(id string) error {
 func (d *DB) Leases() ([]placement.Lease, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	stored, err := List[placement.Lease](d.db, bucketLeases)
-	if err != nil || len(d.wal.pending) == 0 {
-		return stored, err
+	var stored []placement.Lease
+	err := guard(func() (err error) {
+		stored, err = List[placement.Lease](d.db, bucketLeases)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read leases from %s: %w", d.path, err)
+	}
+	return overlay(stored, d.wal.pending), nil
+}
+
+// overlay applies the journal's pending changes to the leases bbolt has.
+func overlay(stored []placement.Lease, pending map[string]*placement.Lease) []placement.Lease {
+	if len(pending) == 0 {
+		return stored
 	}
 	out := stored[:0]
 	for _, l := range stored {
-		if _, changed := d.wal.pending[l.ID]; !changed {
+		if _, changed := pending[l.ID]; !changed {
 			out = append(out, l)
 		}
 	}
-	for _, l := range d.wal.pending {
+	for _, l := range pending {
 		if l != nil {
 			out = append(out, *l)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Put stores v as JSON under key in bucket (created if needed), durably.
@@ -241,9 +282,13 @@ func (d *DB) Apply(changes []placement.Change) error {
 // what bbolt already has: the same result.
 func (d *DB) compact() error {
 	if len(d.wal.pending) == 0 {
-		return d.wal.reset()
+		return nil // an empty journal: nothing to fold, PrevWALName stays
 	}
+	next := d.seq + 1
 	err := d.db.Update(func(tx *bolt.Tx) error {
+		if err := putBoltSeq(tx, next); err != nil {
+			return err
+		}
 		b := tx.Bucket(bucketLeases)
 		for id, l := range d.wal.pending {
 			if l == nil {
@@ -263,6 +308,10 @@ func (d *DB) compact() error {
 		return nil
 	})
 	if err != nil {
+		return fmt.Errorf("compact lease journal: %w", err)
+	}
+	d.seq = next
+	if err := writeEpoch(d.dir, next); err != nil { // bbolt one ahead is safe
 		return fmt.Errorf("compact lease journal: %w", err)
 	}
 	return d.wal.reset()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -106,23 +107,16 @@ func openWAL(path string, log *slog.Logger) (*wal, error) {
 		f.Close()
 		return nil, fmt.Errorf("read lease journal: %w", err)
 	}
-	w := &wal{f: f, pending: map[string]*placement.Lease{}}
-	off := 0
-	for {
-		r, n, err := decodeRecord(data[off:])
-		if errors.Is(err, io.EOF) {
-			break
+	w := &wal{f: f}
+	var off int
+	var torn error
+	w.pending, _, off, torn = replay(data)
+	if torn != nil {
+		log.Warn("lease journal: torn tail truncated", "file", path, "offset", off, "dropped_bytes", len(data)-off, "err", torn)
+		if err := w.truncate(int64(off)); err != nil {
+			f.Close()
+			return nil, err
 		}
-		if err != nil {
-			log.Warn("lease journal: torn tail truncated", "file", path, "offset", off, "dropped_bytes", len(data)-off, "err", err)
-			if err := w.truncate(int64(off)); err != nil {
-				f.Close()
-				return nil, err
-			}
-			break
-		}
-		w.apply(r)
-		off += n
 	}
 	w.size = int64(off)
 	if _, err := f.Seek(w.size, io.SeekStart); err != nil {
@@ -132,12 +126,30 @@ func openWAL(path string, log *slog.Logger) (*wal, error) {
 	return w, nil
 }
 
-func (w *wal) apply(r walRecord) {
+// replay decodes the journal's records into their net effect; off is the
+// end of the valid records and torn, when not nil, why the rest is not.
+func replay(data []byte) (pending map[string]*placement.Lease, records, off int, torn error) {
+	pending = map[string]*placement.Lease{}
+	for {
+		r, n, err := decodeRecord(data[off:])
+		if errors.Is(err, io.EOF) {
+			return pending, records, off, nil
+		}
+		if err != nil {
+			return pending, records, off, err
+		}
+		apply(pending, r)
+		records++
+		off += n
+	}
+}
+
+func apply(pending map[string]*placement.Lease, r walRecord) {
 	if r.Put != nil {
-		w.pending[r.Put.ID] = r.Put
+		pending[r.Put.ID] = r.Put
 		return
 	}
-	w.pending[r.Del] = nil
+	pending[r.Del] = nil
 }
 
 // append writes changes as records and makes them durable with one
@@ -175,7 +187,7 @@ func (w *wal) append(changes []placement.Change) error {
 	}
 	w.size += int64(len(w.buf))
 	for _, r := range recs {
-		w.apply(r)
+		apply(w.pending, r)
 	}
 	return nil
 }
@@ -195,12 +207,28 @@ func (w *wal) truncate(size int64) error {
 	return nil
 }
 
-// reset empties the journal once its changes are in bbolt.
+// PrevWALName is the journal most recently folded into bbolt, kept until
+// the next fold: if bbolt loses that fold (a damaged meta page), `wsched
+// state repair` replays it over the commit bbolt fell back to.
+const PrevWALName = WALName + ".prev"
+
+// reset starts a new journal once the changes are in bbolt; the folded
+// one becomes PrevWALName.
 func (w *wal) reset() error {
-	if err := w.truncate(0); err != nil {
-		return err
+	dir := filepath.Dir(w.f.Name())
+	if err := os.Rename(w.f.Name(), filepath.Join(dir, PrevWALName)); err != nil {
+		return fmt.Errorf("keep the folded lease journal: %w", err)
 	}
+	f, err := os.OpenFile(w.f.Name(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("start a new lease journal: %w", err)
+	}
+	_ = w.f.Close()
+	w.f, w.size = f, 0
 	clear(w.pending)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("start a new lease journal: %w", err)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package upkeep
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wsched/wsched/daemon/procwatch"
@@ -45,6 +46,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		u.resumeTTL(&l, now)
 		keep = append(keep, l)
 	}
+	gone = append(gone, u.markOvercommitted(keep)...)
 	if len(gone) > 0 {
 		if err := u.opts.Store.Apply(gone); err != nil { // one commit for all
 			return fmt.Errorf("recover leases: %w", err)
@@ -88,6 +90,41 @@ func (u *Upkeep) bootID() (id string, rebooted bool, err error) {
 		return id, true, nil
 	}
 	return id, false, nil
+}
+
+// OvercommitReason marks a restored lease that does not fit its GPU with
+// the leases granted before it (a state restored by `wsched state repair`
+// can hold bytes that were granted again meanwhile).
+const OvercommitReason = "overcommitted after restore"
+
+// markOvercommitted marks, per GPU, the most recently granted leases that
+// take the sum past the GPU's memory (as the lease recorded it): they stay,
+// since their holders live, but they are marked and logged, and the engine
+// grants nothing on that GPU until enough of them end. It returns the
+// marks to store.
+func (u *Upkeep) markOvercommitted(keep []placement.Lease) []placement.Change {
+	idx := make([]int, 0, len(keep))
+	for i, l := range keep {
+		if l.State == placement.StateGranted && l.GPUTotalBytes > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return keep[a].Granted.Compare(keep[b].Granted) })
+	sum := map[string]int64{}
+	var marks []placement.Change
+	for _, i := range idx {
+		l := &keep[i]
+		sum[l.GPU] += l.Bytes
+		if sum[l.GPU] <= l.GPUTotalBytes || l.Reason == OvercommitReason {
+			continue
+		}
+		l.Reason = OvercommitReason
+		u.log.Warn("restored lease over the GPU's capacity: kept for its live holder, marked", "lease", l.ID,
+			"gpu", l.GPU, "bytes", l.Bytes, "leased_on_gpu", sum[l.GPU], "gpu_total", l.GPUTotalBytes, "holder", l.Holder.PID)
+		marked := *l
+		marks = append(marks, placement.Change{Put: &marked})
+	}
+	return marks
 }
 
 // holderAlive reports whether the holder still runs (and is the process

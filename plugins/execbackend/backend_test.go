@@ -160,7 +160,7 @@ func TestAppFailsToStart(t *testing.T) {
 		knobs         map[string]string
 		want          []string
 	}{
-		{"never healthy", "5s", map[string]string{"APP_HEALTH": "never"}, []string{"did not become healthy", "/health did not answer 2xx within 5s", "SenseVoice-shaped test app"}},
+		{"never healthy", "15s", map[string]string{"APP_HEALTH": "never"}, []string{"did not become healthy", "/health did not answer 2xx within 15s", "SenseVoice-shaped test app"}},
 		{"exits", "1m", map[string]string{"APP_EXIT": "3"}, []string{"exited (exit status 3)", "fatal: cannot load the model"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
