@@ -5,7 +5,7 @@
 #                      the shipped defaults ("after"), and prints the table: scenario, figure, before,
 #                      after, pass; then the holder scenarios (cmd/wsched: `eval "$(wsched lease …)"`,
 #                      `wsched run` killed -9) and the outage scenarios (daemon down past a lease's TTL,
-#                      back without the lease, restarted under a queued `run --wait`), whose fixes cannot
+#                      back without the lease, restarted under a queued `run --wait`, stopped with SIGSTOP), whose fixes cannot
 #                      be turned off (before: the issue's finding). Bounded by -timeout 5m each (about 30 s alone). The per-uid scenarios run
 #                      their clients as uid nobody, which needs root; without root the test skips and says so.
 .PHONY: reliability

@@ -131,11 +131,14 @@ func (e *Engine) Run(ctx context.Context) error {
 			s.settle()
 			return nil
 		case o := <-e.loop.Ops():
+			s.catchUp()
 			e.runOps(s, o)
 		case <-e.kick:
+			s.catchUp()
 			e.runLater(s)
 			s.afterOp()
 		case <-timer.C:
+			s.catchUp()
 			s.tick()
 			s.markChanged() // the queue's order ages with time
 			s.afterOp()

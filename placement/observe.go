@@ -38,19 +38,32 @@ func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot, attrs ...
 	}
 }
 
+// Owner is the lease a process belongs to.
+type Owner struct {
+	Lease string
+	// StartTicks is the holder's start time when the process is the
+	// lease's holder (0 for a registered process): a process with the
+	// holder's PID but another start time is not the holder.
+	StartTicks uint64
+}
+
 // Owners returns, for those of pids that a granted GPU lease lists as its
-// holder or a registered process, the lease's ID (one of them when several
-// do), and how many GPU leases there are. It costs O(len(pids)), however
-// many leases there are.
-func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]string, int, error) {
-	out := map[int]string{}
+// holder or a registered process, the lease (one of them when several do),
+// and how many GPU leases there are. It costs O(len(pids)), however many
+// leases there are.
+func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]Owner, int, error) {
+	out := map[int]Owner{}
 	var n int
 	err := e.do(ctx, func(s *state) {
 		n = s.gpuLeases
 		for _, pid := range pids {
 			for l := range s.owners[pid] {
-				if cur, ok := out[pid]; l.GPU != CPU && (!ok || l.ID < cur) {
-					out[pid] = l.ID
+				if cur, ok := out[pid]; l.GPU != CPU && (!ok || l.ID < cur.Lease) {
+					o := Owner{Lease: l.ID}
+					if l.Holder.PID == pid {
+						o.StartTicks = l.Holder.StartTicks
+					}
+					out[pid] = o
 				}
 			}
 		}

@@ -261,5 +261,9 @@ func (s *state) rearm(t *time.Timer) {
 		t.Reset(time.Hour)
 		return
 	}
-	t.Reset(max(0, next.Sub(s.now())))
+	d := max(0, next.Sub(s.now()))
+	if s.expiry.len() > 0 {
+		d = min(d, heartbeat) // so a stall is told from idling (catchUp)
+	}
+	t.Reset(d)
 }

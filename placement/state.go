@@ -25,6 +25,8 @@ type state struct {
 	stale    bool // a lease with measured memory ended: re-read before deciding
 
 	leases map[string]*Lease // granted
+	// lastWake is when the owner loop last woke (monotonic; see catchUp).
+	lastWake time.Time
 	// books is the accounting per GPU of the reading, in its order; bookBy
 	// finds a book by UUID, also for GPUs the reading no longer lists.
 	books  []*book

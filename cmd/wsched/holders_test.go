@@ -151,6 +151,8 @@ func TestReliabilityHolders(t *testing.T) {
 		TestRunReacquiresLostLease, "same size re-acquired, child registered"))
 	row("graceful restart, run --wait queued", "run --wait --priority high", "issue: 409, run exits 1", asScenario(
 		TestRunWaitSurvivesRestart, "asked again as high; ran, exit 0"))
+	row("daemon SIGSTOPped past the TTL", "live holder's lease: 7 s stopped, TTL 2 s", "issue: expired at resume", asScenario(
+		TestLeaseSurvivesDaemonStop, "kept (TTL given the stall back), then expired"))
 	if err := os.WriteFile(out+".holders", []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}

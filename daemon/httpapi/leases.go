@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/api/convert"
+	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/placement"
@@ -93,6 +94,10 @@ func (s *Server) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holde
 	pid := peer.PID
 	if h != nil && h.PID != 0 {
 		pid = h.PID
+	}
+	pid, err := s.processOf(pid, "holder.pid")
+	if err != nil {
+		return placement.Holder{}, err
 	}
 	info, err := s.watch.Lookup(s.procRoot, pid)
 	if err != nil {
@@ -242,6 +247,20 @@ func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// processOf resolves a PID a request names to its thread group: a thread ID
+// stands for the process it belongs to, which is what is stored and watched
+// (a thread's exit is not its process's, and NVML lists processes).
+func (s *Server) processOf(pid int, field string) (int, error) {
+	tgid, err := procwatch.ThreadGroup(s.procRoot, pid)
+	if err != nil {
+		return 0, badRequest("invalid_field", "field %s: %v", field, err)
+	}
+	if tgid != pid {
+		s.log.Info("thread ID resolved to its process", "field", field, "tid", pid, "pid", tgid)
+	}
+	return tgid, nil
+}
+
 func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
 	var body api.PIDRequest
@@ -249,6 +268,12 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	pid, err := s.processOf(body.PID, "pid")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body.PID = pid
 	info, err := s.watch.Lookup(s.procRoot, body.PID)
 	if err != nil {
 		writeError(w, badRequest("invalid_field", "field pid: %v", err))

@@ -36,11 +36,17 @@ func (w *Watcher) Lookup(procRoot string, pid int) (Info, error) {
 	// The pidfd was opened before /proc was read: if it still shows the
 	// process alive, what was read is that process, and stays true until
 	// the pidfd reports its exit.
-	if fd, ok := w.byPID[pid]; ok && fd >= 0 {
+	fd, ok := w.byPID[pid]
+	switch {
+	case ok && fd >= 0:
 		if !pidfdAlive(fd) {
 			return Info{}, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 		}
 		w.info[pid] = info
+	case ok && w.info[pid].StartTicks == 0:
+		// Polling: the first reading is the watched process; each poll
+		// compares the start time with it.
+		w.info[pid], w.roots[pid] = info, procRoot
 	}
 	return info, nil
 }

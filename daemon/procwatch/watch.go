@@ -19,11 +19,12 @@ type Watcher struct {
 	exited chan int
 
 	mu      sync.Mutex
-	byPID   map[int]int  // pid → pidfd (−1 when polling)
-	byFD    map[int]int  // pidfd → pid
-	info    map[int]Info // pid → what /proc said when its pidfd was opened
-	epfd    int          // −1 when polling
-	wakeFD  int          // eventfd that interrupts epoll_wait
+	byPID   map[int]int    // pid → pidfd (−1 when polling)
+	byFD    map[int]int    // pidfd → pid
+	info    map[int]Info   // pid → what /proc said when its pidfd was opened (when first looked up, polling)
+	roots   map[int]string // pid → the /proc it was read from (polling)
+	epfd    int            // −1 when polling
+	wakeFD  int            // eventfd that interrupts epoll_wait
 	closed  bool
 	polling bool
 }
@@ -33,7 +34,7 @@ const PollInterval = 250 * time.Millisecond
 
 // NewWatcher returns a watcher; Run must run for exits to be reported.
 func NewWatcher(log *slog.Logger) (*Watcher, error) {
-	w := &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{}, info: map[int]Info{}, epfd: -1, wakeFD: -1}
+	w := newWatcher(log)
 	fd, err := unix.PidfdOpen(unix.Getpid(), 0)
 	if err != nil {
 		log.Warn("pidfd unavailable; watching holders by polling", "interval", PollInterval, "err", err)
@@ -54,6 +55,11 @@ func NewWatcher(log *slog.Logger) (*Watcher, error) {
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
 	return w, nil
+}
+
+func newWatcher(log *slog.Logger) *Watcher {
+	return &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{},
+		info: map[int]Info{}, roots: map[int]string{}, epfd: -1, wakeFD: -1}
 }
 
 // Exited delivers the PID of each watched process that exited, once.
@@ -137,6 +143,7 @@ func (w *Watcher) forget(pid int) {
 	}
 	delete(w.byPID, pid)
 	delete(w.info, pid)
+	delete(w.roots, pid)
 	if fd >= 0 {
 		delete(w.byFD, fd)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
@@ -210,7 +217,7 @@ func (w *Watcher) poll(ctx context.Context) error {
 		w.mu.Lock()
 		var gone []int
 		for pid := range w.byPID {
-			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			if !w.stillThere(pid) {
 				gone = append(gone, pid)
 				w.forget(pid)
 			}
@@ -225,6 +232,18 @@ func (w *Watcher) poll(ctx context.Context) error {
 		}
 		t.Reset(PollInterval)
 	}
+}
+
+// stillThere reports whether a polled pid still runs and, when it was
+// looked up, is still the process that started then: a PID reused between
+// two polls is the old process's exit, not its continuation.
+func (w *Watcher) stillThere(pid int) bool {
+	was, ok := w.info[pid]
+	if !ok {
+		return !errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	}
+	now, err := Read(w.roots[pid], pid)
+	return err == nil && now.StartTicks == was.StartTicks
 }
 
 func (w *Watcher) shutdown() {

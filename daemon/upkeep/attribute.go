@@ -31,7 +31,7 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 	if err != nil || leases == 0 {
 		return nil, err
 	}
-	chains := map[int][]int{} // unclaimed process → its ancestors, nearest first
+	chains := map[int][]procwatch.Info{} // unclaimed process → its ancestors, nearest first
 	var ancestors []int
 	for _, pid := range pids {
 		if _, claimed := owner[pid]; claimed {
@@ -39,7 +39,9 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 		}
 		if _, done := chains[pid]; !done {
 			chains[pid] = u.ancestry(pid)
-			ancestors = append(ancestors, chains[pid]...)
+			for _, a := range chains[pid] {
+				ancestors = append(ancestors, a.PID)
+			}
 		}
 	}
 	if len(ancestors) == 0 {
@@ -52,8 +54,10 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 	var out []placement.Attribution
 	for _, pid := range pids {
 		for _, a := range chains[pid] {
-			if id, ok := up[a]; ok {
-				out = append(out, placement.Attribution{Lease: id, PID: pid})
+			// An ancestor with a holder's PID but another start time
+			// took the PID of a holder that exited: not the holder.
+			if o, ok := up[a.PID]; ok && (o.StartTicks == 0 || a.StartTicks == 0 || o.StartTicks == a.StartTicks) {
+				out = append(out, placement.Attribution{Lease: o.Lease, PID: pid})
 				break
 			}
 		}
@@ -63,16 +67,17 @@ func (u *Upkeep) attribute(ctx context.Context, snap inventory.Snapshot) ([]plac
 }
 
 // ancestry returns pid's parent chain from /proc, nearest first, up to
-// maxAncestry long.
-func (u *Upkeep) ancestry(pid int) []int {
-	var chain []int
-	for i := 0; i < maxAncestry && pid > 1; i++ {
-		info, err := procwatch.Read(u.opts.ProcRoot, pid)
-		if err != nil {
-			break
+// maxAncestry long, each with its start time (0 for a parent /proc does not
+// show, whose PID alone is then trusted, and which ends the chain).
+func (u *Upkeep) ancestry(pid int) []procwatch.Info {
+	var chain []procwatch.Info
+	info, err := procwatch.Read(u.opts.ProcRoot, pid)
+	for i := 0; i < maxAncestry && err == nil && info.PPID > 0; i++ {
+		ppid := info.PPID
+		if info, err = procwatch.Read(u.opts.ProcRoot, ppid); err != nil {
+			info = procwatch.Info{PID: ppid}
 		}
-		chain = append(chain, info.PPID)
-		pid = info.PPID
+		chain = append(chain, info)
 	}
 	return chain
 }

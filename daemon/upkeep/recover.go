@@ -24,11 +24,20 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover leases: %w", err)
 	}
+	boot, rebooted, err := u.bootID()
+	if err != nil {
+		return fmt.Errorf("recover leases: %w", err)
+	}
 	keep := make([]placement.Lease, 0, len(stored))
 	var gone []placement.Change
 	now := time.Now()
 	alive := map[placement.Holder]bool{} // /proc is asked once per holder, not per lease
 	for _, l := range stored {
+		if rebooted {
+			u.log.Info("lease released: the machine rebooted since it was granted (boot ID changed)", "lease", l.ID, "holder", l.Holder.PID)
+			gone = append(gone, placement.Change{Delete: l.ID})
+			continue
+		}
 		ok, seen := alive[l.Holder]
 		if !seen {
 			ok = u.holderAlive(l.Holder)
@@ -49,6 +58,11 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover leases: %w", err)
 		}
 	}
+	if boot != "" { // after the release: a crash before it finds the old ID again
+		if err := u.opts.Store.SetBootID(boot); err != nil {
+			return fmt.Errorf("recover leases: store the boot ID: %w", err)
+		}
+	}
 	u.watchLeases(keep) // an exit from now on is reported once Run follows exits
 	restored := len(keep)
 	if err := u.opts.Engine.Restore(ctx, keep); err != nil { // keep is the engine's now
@@ -59,6 +73,27 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover: first GPU reading: %w", err)
 	}
 	return nil
+}
+
+// bootID returns the running kernel's boot ID, and whether it differs from
+// the one stored with the leases: after a reboot no stored holder can be
+// alive, whatever process now has its PID and start time. A boot ID that
+// cannot be read (no /proc/sys) trusts PIDs and start times alone.
+func (u *Upkeep) bootID() (id string, rebooted bool, err error) {
+	was, err := u.opts.Store.BootID()
+	if err != nil {
+		return "", false, fmt.Errorf("read the stored boot ID: %w", err)
+	}
+	id = procwatch.BootID(u.opts.ProcRoot)
+	if id == "" {
+		u.log.Warn("cannot read the boot ID; a reboot is told from PID start times alone", "path", u.opts.ProcRoot+"/sys/kernel/random/boot_id")
+		return "", false, nil
+	}
+	if was != "" && was != id {
+		u.log.Warn("the machine rebooted since the leases were stored: releasing them all", "stored_boot_id", was, "boot_id", id)
+		return id, true, nil
+	}
+	return id, false, nil
 }
 
 // OvercommitReason marks a restored lease that does not fit its GPU with

@@ -26,7 +26,7 @@ type Engine interface {
 	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
-	Owners(ctx context.Context, pids []int) (map[int]string, int, error)
+	Owners(ctx context.Context, pids []int) (map[int]placement.Owner, int, error)
 }
 
 // Store holds the leases of the previous run and what is learned
@@ -38,6 +38,9 @@ type Store interface {
 	Apply(changes []placement.Change) error
 	RecordPeak(k estimator.Key, bytes int64) error
 	RecordContext(key string, bytes int64) error
+	// BootID is the kernel boot ID the stored leases were granted under.
+	BootID() (string, error)
+	SetBootID(id string) error
 }
 
 // Watcher reports when watched processes exit (*procwatch.Watcher).

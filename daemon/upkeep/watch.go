@@ -89,16 +89,23 @@ func (u *Upkeep) unwatchFormer(ended placement.Lease) {
 	}
 }
 
-// resyncWatches makes sure every current holder is watched.
+// resyncWatches makes sure every current holder is watched, and is still
+// the process that started when the lease was granted (a PID reused while
+// the pump was away is reported as the holder's exit).
 func (u *Upkeep) resyncWatches() {
 	v := u.opts.Engine.View()
+	watch := func(h placement.Holder) {
+		if err := u.opts.Watcher.WatchProcess(u.opts.ProcRoot, h.PID, h.StartTicks); err != nil {
+			u.log.Warn("cannot watch holder", "pid", h.PID, "err", err)
+		}
+	}
 	for _, g := range v.GPUs {
 		for _, l := range g.Leases {
-			_ = u.opts.Watcher.Watch(l.Holder.PID)
+			watch(l.Holder)
 		}
 	}
 	for _, l := range v.CPU {
-		_ = u.opts.Watcher.Watch(l.Holder.PID)
+		watch(l.Holder)
 	}
 }
 
