@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -51,24 +50,9 @@ func TestTemperatureNaNIs400(t *testing.T) {
 	fw, _ := mw.CreateFormFile("file", "a.wav")
 	fw.Write([]byte("RIFF"))
 	mw.Close()
-	conn, err := net.Dial("unix", td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req, _ := http.NewRequest("POST", "http://wsched/v1/audio/transcriptions", &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	if err := req.Write(conn); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "temperature") {
-		t.Errorf("temperature=NaN: %d %s, want 400 naming temperature", resp.StatusCode, data)
+	status, data := postForm(t, td.socket, "/v1/audio/transcriptions", &buf, mw.FormDataContentType())
+	if status != http.StatusBadRequest || !strings.Contains(data, "temperature") {
+		t.Errorf("temperature=NaN: %d %s, want 400 naming temperature", status, data)
 	}
 }
 

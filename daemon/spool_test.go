@@ -26,13 +26,20 @@ func upload(t *testing.T, socket string, size int) (int, string) {
 	fw, _ := mw.CreateFormFile("file", "a.wav")
 	fw.Write(bytes.Repeat([]byte{1}, size))
 	mw.Close()
+	return postForm(t, socket, "/v1/jobs", &buf, mw.FormDataContentType())
+}
+
+// postForm posts body (multipart, of contentType) to path on its own
+// connection and returns the answer's status and body.
+func postForm(t *testing.T, socket, path string, body io.Reader, contentType string) (int, string) {
+	t.Helper()
 	conn, err := net.Dial("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req, _ := http.NewRequest("POST", "http://wsched/v1/jobs", &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req, _ := http.NewRequest("POST", "http://wsched"+path, body)
+	req.Header.Set("Content-Type", contentType)
 	if err := req.Write(conn); err != nil {
 		t.Fatal(err)
 	}

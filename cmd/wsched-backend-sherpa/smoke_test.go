@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,7 +84,7 @@ func TestSmoke(t *testing.T) {
 		{"text", "text/plain; charset=utf-8", ""},
 		{"verbose_json", "application/json", `{"task":"transcribe"`},
 	} {
-		ctype, body := curl(t, cfg.Daemon.Socket, jfk, "sensevoice", tt.format)
+		ctype, body := daemontest.Curl(t, cfg.Daemon.Socket, jfk, "sensevoice", tt.format)
 		if ctype != tt.ctype || !strings.HasPrefix(body, tt.prefix) || len(body) < 10 {
 			t.Errorf("response_format=%s: %q %q", tt.format, ctype, body)
 		}
@@ -144,23 +143,4 @@ func instance(t *testing.T, c *client.Client, model string) api.BackendInstance 
 	}
 	t.Fatalf("no instance serves %s: %+v", model, b.Instances)
 	return api.BackendInstance{}
-}
-
-// curl posts jfk.wav to the OpenAI-compatible endpoint with curl, as a
-// client would, and returns the content type and body.
-func curl(t *testing.T, socket, file, model, format string) (string, string) {
-	t.Helper()
-	path, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl not installed")
-	}
-	out, err := exec.Command(path, "-sS", "--unix-socket", socket, "-w", "\n%{content_type}",
-		"-F", "file=@"+file, "-F", "model="+model, "-F", "response_format="+format,
-		"http://wsched/v1/audio/transcriptions").Output()
-	if err != nil {
-		t.Fatalf("curl (%s): %v", format, err)
-	}
-	s := string(out)
-	cut := strings.LastIndexByte(s, '\n')
-	return s[cut+1:], s[:cut]
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,7 +68,7 @@ func smokeDaemon(t *testing.T, bin string) {
 		{"vtt", "text/plain; charset=utf-8", "WEBVTT\n"},
 		{"verbose_json", "application/json", `{"task":"transcribe","language":"english","duration":11`},
 	} {
-		ctype, body := curl(t, cfg.Daemon.Socket, jfk, "tiny.en", tt.format)
+		ctype, body := daemontest.Curl(t, cfg.Daemon.Socket, jfk, "tiny.en", tt.format)
 		if ctype != tt.ctype || !strings.HasPrefix(body, tt.prefix) {
 			t.Errorf("response_format=%s: %q %q", tt.format, ctype, body)
 		}
@@ -142,23 +141,4 @@ func compareWithEstimator(t *testing.T, model string, reported map[string]int64,
 			t.Errorf("%s: backend reported %d, estimator %d: more than 5%% apart", c.name, c.got, c.want)
 		}
 	}
-}
-
-// curl posts jfk.wav to the OpenAI-compatible endpoint with curl, as a
-// client would, and returns the content type and body.
-func curl(t *testing.T, socket, file, model, format string) (string, string) {
-	t.Helper()
-	path, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl not installed")
-	}
-	out, err := exec.Command(path, "-sS", "--unix-socket", socket, "-w", "\n%{content_type}",
-		"-F", "file=@"+file, "-F", "model="+model, "-F", "response_format="+format,
-		"http://wsched/v1/audio/transcriptions").Output()
-	if err != nil {
-		t.Fatalf("curl (%s): %v", format, err)
-	}
-	s := string(out)
-	cut := strings.LastIndexByte(s, '\n')
-	return s[cut+1:], s[:cut]
 }

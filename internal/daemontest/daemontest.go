@@ -5,6 +5,7 @@ package daemontest
 import (
 	"context"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -58,4 +59,24 @@ func JobStates(t *testing.T, c *client.Client, req api.JobRequest, want string) 
 		t.Fatal(err)
 	}
 	return j
+}
+
+// Curl posts file to the daemon's OpenAI-compatible endpoint on socket with
+// curl, as a client would, and returns the content type and body; the test
+// is skipped when curl is not installed.
+func Curl(t *testing.T, socket, file, model, format string) (string, string) {
+	t.Helper()
+	path, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not installed")
+	}
+	out, err := exec.Command(path, "-sS", "--unix-socket", socket, "-w", "\n%{content_type}",
+		"-F", "file=@"+file, "-F", "model="+model, "-F", "response_format="+format,
+		"http://wsched/v1/audio/transcriptions").Output()
+	if err != nil {
+		t.Fatalf("curl (%s): %v", format, err)
+	}
+	s := string(out)
+	cut := strings.LastIndexByte(s, '\n')
+	return s[cut+1:], s[:cut]
 }
