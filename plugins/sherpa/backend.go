@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/internal/audio"
 	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
@@ -27,7 +27,7 @@ import (
 const Name = "sherpa"
 
 // FFmpegNone in Options.FFmpeg turns the ffmpeg fallback off.
-const FFmpegNone = "none"
+const FFmpegNone = audio.FFmpegNone
 
 // Options configure a Backend; the zero value works.
 type Options struct {
@@ -135,16 +135,4 @@ func (b *Backend) acquire(ctx context.Context) error {
 func (b *Backend) release() { <-b.sem }
 
 // ffmpeg returns the ffmpeg to use, or "".
-func (b *Backend) ffmpeg() string {
-	switch b.opts.FFmpeg {
-	case FFmpegNone:
-		return ""
-	case "":
-		p, err := exec.LookPath("ffmpeg")
-		if err != nil {
-			return ""
-		}
-		return p
-	}
-	return b.opts.FFmpeg
-}
+func (b *Backend) ffmpeg() string { return audio.FFmpegPath(b.opts.FFmpeg) }

@@ -75,16 +75,7 @@ func (b *Backend) loaded() *model {
 }
 
 func (b *Backend) decodeAudio(ctx context.Context, path string) ([]float32, error) {
-	samples, err := audio.Decoder{FFmpeg: b.ffmpeg()}.Decode(ctx, path)
-	switch {
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", plugins.ErrBadAudio, err)
-	case len(samples) == 0:
-		return nil, fmt.Errorf("%w: no audio samples in %s", plugins.ErrBadAudio, path)
-	}
-	return samples, nil
+	return audio.ForBackend(ctx, b.ffmpeg(), path)
 }
 
 // decode runs the recognizer on each piece. The caller holds sem.

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime/cgo"
 	"strconv"
 	"strings"
@@ -20,13 +19,14 @@ import (
 
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/internal/audio"
 )
 
 // Name is the backend's name: its binary is wsched-backend-whisper.
 const Name = "whisper"
 
 // FFmpegNone in Options.FFmpeg turns the ffmpeg fallback off.
-const FFmpegNone = "none"
+const FFmpegNone = audio.FFmpegNone
 
 // Options configure a Backend; the zero value works.
 type Options struct {
@@ -133,19 +133,7 @@ func deviceKinds(devs []ggmlDevice, regs []string) []string {
 }
 
 // ffmpeg returns the ffmpeg to use, or "".
-func (b *Backend) ffmpeg() string {
-	switch b.opts.FFmpeg {
-	case FFmpegNone:
-		return ""
-	case "":
-		p, err := exec.LookPath("ffmpeg")
-		if err != nil {
-			return ""
-		}
-		return p
-	}
-	return b.opts.FFmpeg
-}
+func (b *Backend) ffmpeg() string { return audio.FFmpegPath(b.opts.FFmpeg) }
 
 // Health fails once an allocation failure has left whisper.cpp unusable.
 func (b *Backend) Health(ctx context.Context) error {
