@@ -27,7 +27,8 @@ func pidfds(t *testing.T) int {
 }
 
 // TestReleasedHoldersAreNotWatched: a holder that lives on after its lease
-// was released must not keep a descriptor in the daemon.
+// was released must not keep a descriptor in the daemon for long (the
+// watcher keeps a few for a short while: procwatch's idleSet).
 func TestReleasedHoldersAreNotWatched(t *testing.T) {
 	td := startDaemon(t, 1, 8*GiB, nil)
 	ctx := context.Background()

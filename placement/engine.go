@@ -116,10 +116,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	s := e.st
 	s.ctx = ctx
 	if s.journal != nil {
-		jctx, stopJournal := context.WithCancel(context.WithoutCancel(ctx))
-		jdone := make(chan struct{})
-		go func() { s.journal.run(jctx); close(jdone) }()
-		defer func() { stopJournal(); <-jdone }() // commits what is queued
+		defer func() { _ = s.journal.close() }() // commits what is queued
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -193,7 +190,16 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 	}
 	select {
 	case r := <-reply:
-		return r.lease, r.err
+		if r.err != nil || r.seq == 0 {
+			return r.lease, r.err
+		}
+		// Granted: answered once durable (this goroutine commits it,
+		// with whatever else is queued, unless a commit under way has it).
+		if err := e.st.journal.sync(ctx, r.seq); err != nil {
+			_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
+			return Lease{}, fmt.Errorf("persist lease: %w", err)
+		}
+		return r.lease, nil
 	case <-ctx.Done():
 		_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
 		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, ctx.Err())
@@ -203,11 +209,23 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 }
 
 // call runs f on the owner loop and returns its lease and error.
+// When f recorded a change its caller must see durable (persistAsync), the
+// change is committed here, outside the loop, before call returns.
 func (e *Engine) call(ctx context.Context, f func(*state) (Lease, error)) (Lease, error) {
 	var l Lease
 	var err error
-	if derr := e.do(ctx, func(s *state) { l, err = f(s) }); derr != nil {
+	var seq uint64
+	if derr := e.do(ctx, func(s *state) {
+		s.opSeq = 0
+		l, err = f(s)
+		seq, s.opSeq = s.opSeq, 0
+	}); derr != nil {
 		return Lease{}, derr
+	}
+	if err == nil && seq != 0 {
+		if cerr := e.st.journal.sync(ctx, seq); cerr != nil {
+			return Lease{}, fmt.Errorf("persist lease %s: %w", l.ID, cerr)
+		}
 	}
 	return l, err
 }
@@ -231,6 +249,39 @@ func (e *Engine) Resize(ctx context.Context, id string, bytes int64) (Lease, err
 // Get returns a lease or queued request by ID, including recently ended ones.
 func (e *Engine) Get(ctx context.Context, id string) (Lease, error) {
 	return e.call(ctx, func(s *state) (Lease, error) { return s.get(id) })
+}
+
+// Guard decides, on the owner loop, whether a caller may change a lease (as
+// it is when the change applies); its error is returned instead.
+type Guard func(Lease) error
+
+// guarded runs f only if may allows the lease (granted, queued or ended).
+func guarded(id string, may Guard, f func(*state) (Lease, error)) func(*state) (Lease, error) {
+	return func(s *state) (Lease, error) {
+		l, err := s.get(id)
+		if err == nil {
+			err = may(l)
+		}
+		if err != nil {
+			return Lease{}, err
+		}
+		return f(s)
+	}
+}
+
+// ReleaseAs is Release for a caller may allows, decided in the same step.
+func (e *Engine) ReleaseAs(ctx context.Context, id, reason string, may Guard) (Lease, error) {
+	return e.call(ctx, guarded(id, may, func(s *state) (Lease, error) { return s.release(id, reason) }))
+}
+
+// RenewAs is Renew for a caller may allows, decided in the same step.
+func (e *Engine) RenewAs(ctx context.Context, id string, ttl time.Duration, may Guard) (Lease, error) {
+	return e.call(ctx, guarded(id, may, func(s *state) (Lease, error) { return s.renew(id, ttl) }))
+}
+
+// AddPIDAs is AddPID for a caller may allows, decided in the same step.
+func (e *Engine) AddPIDAs(ctx context.Context, id string, pid int, may Guard) (Lease, error) {
+	return e.call(ctx, guarded(id, may, func(s *state) (Lease, error) { return s.addPID(id, pid) }))
 }
 
 // AddPID counts pid's GPU memory against lease id.
@@ -272,24 +323,16 @@ func (e *Engine) Subscribe(ctx context.Context) (<-chan Event, func(), error) {
 
 // Sync waits until every lease change made so far is durable in the Store.
 func (e *Engine) Sync(ctx context.Context) error {
-	ch := make(chan error, 1)
+	var seq uint64
 	err := e.do(ctx, func(s *state) {
-		if s.journal == nil {
-			ch <- nil
-			return
+		if s.journal != nil {
+			seq = s.record(Change{}, nil)
 		}
-		s.record(Change{}, func(err error) { ch <- err })
-		s.commitStep()
 	})
-	if err != nil {
+	if err != nil || seq == 0 {
 		return err
 	}
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return e.st.journal.sync(ctx, seq)
 }
 
 // Ping returns once the owner loop has answered: a liveness check for the

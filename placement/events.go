@@ -31,6 +31,9 @@ type Event struct {
 	Type   EventType `json:"type"`
 	Lease  Lease     `json:"lease"`
 	Reason string    `json:"reason,omitempty"`
+	// Unheld lists, for a released or expired lease, its processes that
+	// hold no other lease now (the daemon may stop watching them).
+	Unheld []int `json:"unheld,omitempty"`
 }
 
 // subscriberBuffer is how many events a subscriber may fall behind before it
@@ -44,10 +47,14 @@ type subscriber struct {
 // emit stamps and fans out an event. Slow subscribers are closed, never
 // waited for: the owner loop must not block on a reader.
 func (s *state) emit(t EventType, l *Lease, reason string) {
+	s.emitEvent(Event{Type: t, Lease: l.clone(), Reason: reason})
+}
+
+func (s *state) emitEvent(ev Event) {
 	s.seq++
 	s.markChanged()
-	ev := Event{Seq: s.seq, Time: s.now(), Type: t, Lease: l.clone(), Reason: reason}
-	s.stats.count(t)
+	ev.Seq, ev.Time = s.seq, s.now()
+	s.stats.count(ev.Type)
 	for id, sub := range s.subs {
 		select {
 		case sub.ch <- ev:

@@ -2,7 +2,9 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -115,4 +117,71 @@ func TestReleaseAndGrantShareCommit(t *testing.T) {
 		}
 	}
 	t.Errorf("neither commit found: %+v", bl.batches)
+}
+
+// failingStore is a BatchStore whose commits fail while fail is set.
+type failingStore struct {
+	memStore
+	fail atomic.Bool
+}
+
+var errDisk = errors.New("disk on fire")
+
+func (f *failingStore) Apply(cs []Change) error {
+	if f.fail.Load() {
+		return errDisk
+	}
+	for _, c := range cs {
+		if c.Put != nil {
+			_ = f.memStore.PutLease(*c.Put)
+		} else {
+			_ = f.memStore.DeleteLease(c.Delete)
+		}
+	}
+	return nil
+}
+
+// TestReleaseCommittedWithoutGrant: a release's deletion that no grant
+// follows is committed on its own (the linger timer), not left queued.
+func TestReleaseCommittedWithoutGrant(t *testing.T) {
+	fs := &failingStore{memStore: *newMemStore()}
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = fs })
+	l := r.acquire(req(GiB))
+	if fs.len() != 1 {
+		t.Fatalf("granted lease not stored before the answer (%d stored)", fs.len())
+	}
+	r.release(l.ID)
+	for deadline := time.Now().Add(5 * time.Second); fs.len() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a release's deletion was never committed")
+		}
+	}
+}
+
+// TestFailedCommitTakesGrantBack: a grant whose commit fails is answered
+// with the error and taken back; a renewal whose commit fails is undone.
+func TestFailedCommitTakesGrantBack(t *testing.T) {
+	fs := &failingStore{memStore: *newMemStore()}
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = fs })
+	kept := r.acquire(req(GiB, ttl(time.Minute)))
+	fs.fail.Store(true)
+	if _, err := r.eng.Acquire(context.Background(), req(2*GiB)); !errors.Is(err, errDisk) {
+		t.Fatalf("grant with a failing store: %v, want %v", err, errDisk)
+	}
+	if _, err := r.eng.Renew(context.Background(), kept.ID, time.Hour); !errors.Is(err, errDisk) {
+		t.Fatalf("renewal with a failing store: %v, want %v", err, errDisk)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		v := r.view()
+		if len(v.GPUs[0].Leases) == 1 && v.GPUs[0].Leases[0].TTL == time.Minute {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("failed grant or renewal not undone: %+v", v.GPUs[0].Leases)
+		}
+	}
+	fs.fail.Store(false)
+	if _, err := r.eng.Renew(context.Background(), kept.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -23,19 +23,17 @@ type Attribution struct {
 // one commit, which Observe waits for (outside the loop). Attributions to
 // leases that are no longer granted are skipped.
 func (e *Engine) Observe(ctx context.Context, snap inventory.Snapshot, attrs ...Attribution) error {
-	committed := make(chan error, 1)
-	if err := e.do(ctx, func(s *state) { s.observe(snap, attrs, committed) }); err != nil {
+	var seq uint64
+	if err := e.do(ctx, func(s *state) { seq = s.observe(snap, attrs) }); err != nil {
 		return err
 	}
-	select {
-	case err := <-committed:
-		if err != nil {
-			return fmt.Errorf("observe: persist attributed processes: %w", err)
-		}
+	if seq == 0 {
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	if err := e.st.journal.sync(ctx, seq); err != nil {
+		return fmt.Errorf("observe: persist attributed processes: %w", err)
+	}
+	return nil
 }
 
 // Owner is the lease a process belongs to.
@@ -71,21 +69,20 @@ func (e *Engine) Owners(ctx context.Context, pids []int) (map[int]Owner, int, er
 	return out, n, err
 }
 
-func (s *state) observe(snap inventory.Snapshot, attrs []Attribution, committed chan<- error) {
+// observe applies a reading and attributions; it returns the sequence
+// number of the last change to commit (0: none).
+func (s *state) observe(snap inventory.Snapshot, attrs []Attribution) uint64 {
 	changes := s.attribute(attrs)
 	s.adopt(snap)
 	s.dispatch()
-	if s.journal == nil || len(changes) == 0 {
-		committed <- nil
-		return
+	if s.journal == nil {
+		return 0
 	}
-	for i, c := range changes {
-		var done func(error)
-		if i == len(changes)-1 {
-			done = func(err error) { committed <- err }
-		}
-		s.record(c, done)
+	var seq uint64
+	for _, c := range changes {
+		seq = s.record(c, nil)
 	}
+	return seq
 }
 
 // attribute adds each attributed process to its lease and returns the

@@ -53,29 +53,49 @@ func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
 	if ttl == 0 {
 		ttl = l.TTL
 	}
-	prev := *l
+	prevTTL, prevExpires := l.TTL, l.Expires
 	l.TTL, l.Expires = ttl, s.now().Add(ttl)
-	if err := s.persist(l); err != nil {
-		*l = prev
-		return Lease{}, err
-	}
+	expires := l.Expires
+	s.persistAsync(l, func(s *state) { // the commit failed: the renewal did not happen
+		if cur, ok := s.leases[l.ID]; ok && cur == l && l.Expires.Equal(expires) {
+			l.TTL, l.Expires = prevTTL, prevExpires
+			s.expiry.set(l.ID, l.Expires)
+			s.republish(l)
+		}
+	})
 	s.expiry.set(l.ID, l.Expires)
 	s.republish(l)
 	s.emit(EventRenewed, l, "")
 	return l.clone(), nil
 }
 
-// persist stores a changed lease and waits for the commit: renewals and
-// resizes are answered only once durable.
+// persistAsync records a changed lease for the caller to wait for outside
+// the owner loop (Engine.call commits it before answering: renewals and
+// added PIDs are answered only once durable). undo (may be nil) runs on the
+// owner loop when the commit fails.
+func (s *state) persistAsync(l *Lease, undo func(*state)) {
+	if s.journal == nil {
+		return
+	}
+	c := l.clone()
+	later := s.later
+	s.opSeq = s.record(Change{Put: &c}, func(err error) {
+		if err != nil && undo != nil {
+			later(undo)
+		}
+	})
+}
+
+// persist stores a changed lease and waits for the commit on the owner loop
+// (a resize: rare, and answered only once durable).
 func (s *state) persist(l *Lease) error {
 	if s.journal == nil {
 		return nil
 	}
 	c := l.clone()
-	done := make(chan error, 1)
-	s.record(Change{Put: &c}, func(err error) { done <- err })
+	seq := s.record(Change{Put: &c}, nil)
 	s.commitStep() // with what this step changed before
-	if err := <-done; err != nil {
+	if err := s.journal.sync(context.Background(), seq); err != nil {
 		return fmt.Errorf("persist lease %s: %w", l.ID, err)
 	}
 	return nil
@@ -136,10 +156,11 @@ func (s *state) addPID(id string, pid int) (Lease, error) {
 	}
 	if !slices.Contains(l.pids(), pid) {
 		s.change(l, func() { l.PIDs = append(l.PIDs, pid) })
-		if err := s.persist(l); err != nil {
-			s.change(l, func() { l.PIDs = l.PIDs[:len(l.PIDs)-1] })
-			return Lease{}, err
-		}
+		s.persistAsync(l, func(s *state) { // the commit failed: the PID was not added
+			if cur, ok := s.leases[l.ID]; ok && cur == l && slices.Contains(l.PIDs, pid) {
+				s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
+			}
+		})
 	}
 	return l.clone(), nil
 }
@@ -151,7 +172,8 @@ func (s *state) removePID(id string, pid int) (Lease, error) {
 	}
 	s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
 	s.stale = true
-	return l.clone(), s.persist(l)
+	s.persistAsync(l, nil) // kept in memory even if the commit fails: the PID exited
+	return l.clone(), nil
 }
 
 // holderExited releases the leases of a dead process and withdraws its

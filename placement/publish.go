@@ -164,20 +164,6 @@ func (f *frame) dispatchOrder(a, b Lease) int {
 	return a.Created.Compare(b.Created)
 }
 
-// answerAfterCommit delivers f from the journal goroutine once the change it
-// answers for is published: at once when the frame of this step (generation
-// s.gen+1) is already out, else through the owner loop.
-func (s *state) answerAfterCommit() func(f func()) {
-	want, b, later := s.gen+1, s.board, s.later
-	return func(f func()) {
-		if b.gen.Load() >= want {
-			f()
-			return
-		}
-		later(func(s *state) { s.answer(f) })
-	}
-}
-
 // Summary counts what the published View shows, without assembling it.
 type Summary struct {
 	Taken    time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/wsched/wsched/internal/device"
@@ -69,6 +70,8 @@ type state struct {
 
 	journal *journal           // nil without a Store
 	jbuf    []journalEntry     // this step's changes, not yet handed to it
+	jseq    uint64             // sequence number of the last change recorded
+	opSeq   uint64             // the change the current call's caller commits before answering (Engine.call)
 	later   func(func(*state)) // hands work back to the owner loop
 
 	board     *board  // where views are published (publish.go)
@@ -84,6 +87,7 @@ type state struct {
 type result struct {
 	lease Lease
 	err   error
+	seq   uint64 // the grant's change in the journal: the caller commits it (journal.sync) before answering
 }
 
 func newState(opts Options) *state {
@@ -252,30 +256,26 @@ func (s *state) grant(w *waiter, acc Account) {
 	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
 	s.emit(EventGranted, l, "")
 	granted := l.clone()
-	if s.journal == nil {
-		s.answer(func() { w.reply <- result{lease: granted} })
-		return
+	res := result{lease: granted}
+	if s.journal != nil {
+		later := s.later
+		res.seq = s.record(Change{Put: &granted}, func(err error) {
+			if err != nil {
+				later(func(s *state) { s.unpersisted(w, err) })
+			}
+		})
 	}
-	deliver := s.answerAfterCommit()
-	s.record(Change{Put: &granted}, func(err error) {
-		if err == nil {
-			deliver(func() { w.reply <- result{lease: granted} })
-			return
-		}
-		s.later(func(s *state) { s.unpersisted(w, err) })
-	})
+	s.answer(func() { w.reply <- res })
 }
 
-// unpersisted takes back a grant whose commit failed and answers the error.
+// unpersisted takes back a grant whose commit failed (its caller answers
+// the error: see Engine.Acquire).
 func (s *state) unpersisted(w *waiter, err error) {
-	err = fmt.Errorf("persist lease: %w", err)
 	l := w.lease
 	if cur, ok := s.leases[l.ID]; ok && cur == l {
-		s.end(l, StateReleased, err.Error())
+		s.end(l, StateReleased, fmt.Sprintf("persist lease: %v", err))
 		s.dispatch()
 	}
-	res := result{lease: l.clone(), err: err}
-	s.answer(func() { w.reply <- res })
 }
 
 // reject ends a request with err.
@@ -305,11 +305,16 @@ func (s *state) end(l *Lease, st State, reason string) {
 	}
 	l.State, l.Reason, l.Ended = st, reason, s.now()
 	s.remember(l)
-	ev := EventReleased
+	ev := Event{Type: EventReleased, Lease: l.clone(), Reason: reason}
 	if st == StateExpired {
-		ev = EventExpired
+		ev.Type = EventExpired
 	}
-	s.emit(ev, l, reason)
+	for _, pid := range append([]int{l.Holder.PID}, l.PIDs...) {
+		if _, held := s.owners[pid]; !held && pid > 0 && !slices.Contains(ev.Unheld, pid) {
+			ev.Unheld = append(ev.Unheld, pid)
+		}
+	}
+	s.emitEvent(ev)
 }
 
 func (s *state) remember(l *Lease) {

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/daemon"
@@ -26,6 +30,13 @@ restart when their holders still live. SIGTERM shuts down gracefully.`,
 			for _, d := range cfg.Deprecations {
 				log.Warn("deprecated config key: its value was applied to the new key", "old", d.Old, "new", d.New, "file", d.File, "line", d.Line)
 			}
+			if path := os.Getenv("WSCHED_CPUPROFILE"); path != "" {
+				stop, err := startCPUProfile(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Version: version})
 			if err != nil {
 				return err
@@ -33,4 +44,19 @@ restart when their holders still live. SIGTERM shuts down gracefully.`,
 			return d.Run(cmd.Context())
 		},
 	}
+}
+
+// startCPUProfile writes a CPU profile of the daemon to path until the
+// returned function is called (WSCHED_CPUPROFILE: for measuring the
+// lease path, see README "Benchmarks").
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

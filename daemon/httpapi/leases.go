@@ -95,9 +95,11 @@ func (s *Server) resolveHolder(peer Peer, h *api.HolderRequest) (placement.Holde
 	if h != nil && h.PID != 0 {
 		pid = h.PID
 	}
-	pid, err := s.processOf(pid, "holder.pid")
-	if err != nil {
-		return placement.Holder{}, err
+	if pid != peer.PID { // SO_PEERCRED names the process (thread group), never a thread
+		var err error
+		if pid, err = s.processOf(pid, "holder.pid"); err != nil {
+			return placement.Holder{}, err
+		}
 	}
 	info, err := s.watch.Lookup(s.procRoot, pid)
 	if err != nil {
@@ -205,16 +207,12 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, leaseFor(peerFrom(r.Context()), l))
 }
 
-// changeLease loads a lease, checks the peer may change it, and applies f.
-func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string, f func(ctx context.Context, l placement.Lease) (placement.Lease, error)) {
+// changeLease applies f to the lease the path names, as the peer: f passes
+// the guard to the engine, which checks in the same step that the peer may
+// change the lease (one trip through the owner loop).
+func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string, f func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error)) {
 	peer := peerFrom(r.Context())
-	l, err := s.eng.Get(r.Context(), r.PathValue("id"))
-	if err == nil {
-		err = authorize(peer, l)
-	}
-	if err == nil {
-		l, err = f(r.Context(), l)
-	}
+	l, err := f(r.Context(), r.PathValue("id"), func(l placement.Lease) error { return authorize(peer, l) })
 	if err != nil {
 		s.log.Debug("lease "+what+" refused", "lease", r.PathValue("id"), "peer_pid", peer.PID, "peer_uid", peer.UID, "err", err)
 		writeError(w, err)
@@ -235,15 +233,15 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.changeLease(w, r, "renewed", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		return s.eng.Renew(ctx, l.ID, ttl)
+	s.changeLease(w, r, "renewed", func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error) {
+		return s.eng.RenewAs(ctx, id, ttl, may)
 	})
 }
 
 func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	s.changeLease(w, r, "released", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		return s.eng.Release(ctx, l.ID, fmt.Sprintf("released by uid %d (pid %d)", peer.UID, peer.PID))
+	s.changeLease(w, r, "released", func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error) {
+		return s.eng.ReleaseAs(ctx, id, fmt.Sprintf("released by uid %d (pid %d)", peer.UID, peer.PID), may)
 	})
 }
 
@@ -251,6 +249,9 @@ func (s *Server) deleteLease(w http.ResponseWriter, r *http.Request) {
 // stands for the process it belongs to, which is what is stored and watched
 // (a thread's exit is not its process's, and NVML lists processes).
 func (s *Server) processOf(pid int, field string) (int, error) {
+	if s.watch.Leader(pid) {
+		return pid, nil // its pidfd is open: a process, known without reading /proc
+	}
 	tgid, err := procwatch.ThreadGroup(s.procRoot, pid)
 	if err != nil {
 		return 0, badRequest("invalid_field", "field %s: %v", field, err)
@@ -283,8 +284,8 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, forbidden("pid %d belongs to uid %d, not to uid %d", body.PID, info.UID, peer.UID))
 		return
 	}
-	s.changeLease(w, r, "pid added", func(ctx context.Context, l placement.Lease) (placement.Lease, error) {
-		l, err := s.eng.AddPID(ctx, l.ID, body.PID)
+	s.changeLease(w, r, "pid added", func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error) {
+		l, err := s.eng.AddPIDAs(ctx, id, body.PID, may)
 		if err == nil {
 			err = s.watch.Watch(body.PID)
 		}

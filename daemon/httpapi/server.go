@@ -24,9 +24,9 @@ import (
 type Engine interface {
 	Acquire(ctx context.Context, req placement.Request) (placement.Lease, error)
 	Get(ctx context.Context, id string) (placement.Lease, error)
-	Renew(ctx context.Context, id string, ttl time.Duration) (placement.Lease, error)
-	Release(ctx context.Context, id, reason string) (placement.Lease, error)
-	AddPID(ctx context.Context, id string, pid int) (placement.Lease, error)
+	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
+	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
+	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
 	View() placement.View
 	Ping(ctx context.Context) error
@@ -69,6 +69,7 @@ type Learned interface {
 type Watcher interface {
 	Watch(pid int) error
 	Lookup(procRoot string, pid int) (procwatch.Info, error)
+	Leader(pid int) bool
 }
 
 var (

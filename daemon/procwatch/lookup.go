@@ -14,10 +14,17 @@ import (
 // after an exit is never mistaken for the cached process. Without pidfd
 // every lookup reads /proc.
 func (w *Watcher) Lookup(procRoot string, pid int) (Info, error) {
+	return w.lookup(procRoot, pid, false)
+}
+
+// lookup is Lookup; watch also makes an idle PID (see Unwatch) watched
+// again, in the same critical section that found it alive, so an exit
+// after that is reported.
+func (w *Watcher) lookup(procRoot string, pid int, watch bool) (Info, error) {
 	if pid <= 0 {
 		return Info{}, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	}
-	if info, ok := w.cached(pid); ok {
+	if info, ok := w.cached(pid, watch); ok {
 		return info, nil
 	}
 	gone, err := w.open(pid)
@@ -51,10 +58,19 @@ func (w *Watcher) Lookup(procRoot string, pid int) (Info, error) {
 	return info, nil
 }
 
-// cached returns the cached Info of a watched, live pid. A watched process
-// found dead is forgotten and its exit reported here (once: the epoll loop
-// no longer knows its pidfd), so the PID can be opened afresh.
-func (w *Watcher) cached(pid int) (Info, bool) {
+// Leader reports whether pid is a process (a thread group leader) this
+// watcher holds a live pidfd for: pidfd_open refuses thread IDs, so such a
+// PID needs no /proc read to be known as a process (see ThreadGroup).
+func (w *Watcher) Leader(pid int) bool {
+	_, ok := w.cached(pid, false)
+	return ok
+}
+
+// cached returns the cached Info of a watched, live pid (watch: and makes
+// an idle one watched again). A watched process found dead is forgotten and
+// its exit reported here (once: the epoll loop no longer knows its pidfd),
+// so the PID can be opened afresh; an idle one is only forgotten.
+func (w *Watcher) cached(pid int, watch bool) (Info, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fd, ok := w.byPID[pid]
@@ -62,11 +78,17 @@ func (w *Watcher) cached(pid int) (Info, bool) {
 		return Info{}, false
 	}
 	if !pidfdAlive(fd) {
+		idle := w.idle.has(pid)
 		w.forget(pid)
-		w.gone(pid)
+		if !idle { // nobody watches an idle PID's exit
+			w.gone(pid)
+		}
 		return Info{}, false
 	}
 	info, ok := w.info[pid]
+	if ok && watch {
+		w.idle.remove(pid)
+	}
 	return info, ok
 }
 

@@ -23,6 +23,7 @@ type Watcher struct {
 	byFD    map[int]int    // pidfd → pid
 	info    map[int]Info   // pid → what /proc said when its pidfd was opened (when first looked up, polling)
 	roots   map[int]string // pid → the /proc it was read from (polling)
+	idle    idleSet        // unwatched PIDs whose pidfds are kept a while
 	epfd    int            // −1 when polling
 	wakeFD  int            // eventfd that interrupts epoll_wait
 	closed  bool
@@ -59,7 +60,7 @@ func NewWatcher(log *slog.Logger) (*Watcher, error) {
 
 func newWatcher(log *slog.Logger) *Watcher {
 	return &Watcher{log: log, exited: make(chan int, 256), byPID: map[int]int{}, byFD: map[int]int{},
-		info: map[int]Info{}, roots: map[int]string{}, epfd: -1, wakeFD: -1}
+		info: map[int]Info{}, roots: map[int]string{}, idle: newIdleSet(), epfd: -1, wakeFD: -1}
 }
 
 // Exited delivers the PID of each watched process that exited, once.
@@ -84,6 +85,7 @@ func (w *Watcher) open(pid int) (gone bool, err error) {
 		return false, errors.New("watcher closed")
 	}
 	if _, ok := w.byPID[pid]; ok {
+		w.idle.remove(pid) // watched again
 		return false, nil
 	}
 	if w.polling {
@@ -111,7 +113,7 @@ func (w *Watcher) open(pid int) (gone bool, err error) {
 // The start time is compared with the one cached when the pidfd was opened
 // (see Lookup): watching a holder already looked up reads nothing from /proc.
 func (w *Watcher) WatchProcess(procRoot string, pid int, startTicks uint64) error {
-	info, err := w.Lookup(procRoot, pid)
+	info, err := w.lookup(procRoot, pid, true)
 	if errors.Is(err, ErrNoProcess) || (err == nil && startTicks != 0 && info.StartTicks != startTicks) {
 		w.Unwatch(pid)
 		w.gone(pid)
@@ -129,11 +131,49 @@ func (w *Watcher) gone(pid int) {
 	}
 }
 
-// Unwatch stops watching pid.
+// Unwatch stops watching pid: its exit is no longer reported. Its pidfd
+// (and what /proc said) is kept for a while, a bounded number of them (see
+// idleSet), so a process that takes a lease again soon is known at once.
 func (w *Watcher) Unwatch(pid int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.forget(pid)
+	fd, ok := w.byPID[pid]
+	if !ok {
+		return
+	}
+	if fd < 0 {
+		w.forget(pid)
+		return
+	}
+	first := len(w.idle.since) == 0
+	for _, old := range w.idle.add(pid, time.Now()) {
+		w.forget(old)
+	}
+	if first {
+		w.wake() // the loop sleeps without a timeout while nothing is idle
+	}
+}
+
+// wake interrupts the loop's epoll_wait; callers hold w.mu.
+func (w *Watcher) wake() {
+	if w.wakeFD >= 0 {
+		_, _ = unix.Write(w.wakeFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+}
+
+// sweepIdle forgets the PIDs idle for longer than idleKeep and returns the
+// epoll timeout until the next one expires (−1: none).
+func (w *Watcher) sweepIdle() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	evict, next := w.idle.expired(time.Now())
+	for _, pid := range evict {
+		w.forget(pid)
+	}
+	if next < 0 {
+		return -1
+	}
+	return int(next/time.Millisecond) + 1
 }
 
 func (w *Watcher) forget(pid int) {
@@ -144,6 +184,7 @@ func (w *Watcher) forget(pid int) {
 	delete(w.byPID, pid)
 	delete(w.info, pid)
 	delete(w.roots, pid)
+	w.idle.remove(pid)
 	if fd >= 0 {
 		delete(w.byFD, fd)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
@@ -160,14 +201,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.wakeFD >= 0 {
-			_, _ = unix.Write(w.wakeFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-		}
+		w.wake()
 	})
 	defer stop()
 	events := make([]unix.EpollEvent, 64)
+	var buf [8]byte
 	for {
-		n, err := unix.EpollWait(w.epfd, events, -1)
+		n, err := unix.EpollWait(w.epfd, events, w.sweepIdle())
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -178,7 +218,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		}
 		for _, ev := range events[:n] {
-			if int(ev.Fd) != w.wakeFD && !w.report(ctx, int(ev.Fd)) {
+			if int(ev.Fd) == w.wakeFD {
+				_, _ = unix.Read(w.wakeFD, buf[:]) // reset: the eventfd is level-triggered
+				continue
+			}
+			if !w.report(ctx, int(ev.Fd)) {
 				return nil
 			}
 		}
@@ -190,11 +234,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (w *Watcher) report(ctx context.Context, fd int) bool {
 	w.mu.Lock()
 	pid, ok := w.byFD[fd]
+	idle := ok && w.idle.has(pid)
 	if ok {
 		w.forget(pid)
 	}
 	w.mu.Unlock()
-	if !ok {
+	if !ok || idle { // nobody watches an idle PID's exit
 		return true
 	}
 	select {

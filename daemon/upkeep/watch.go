@@ -55,37 +55,20 @@ func (u *Upkeep) onEvent(ev placement.Event) {
 		}
 	case placement.EventReleased, placement.EventExpired:
 		u.learn(ev.Lease)
-		u.unwatchFormer(ev.Lease)
+		u.unwatchFormer(ev)
 	}
 }
 
-// unwatchFormer closes the pidfds of an ended lease's processes that hold
-// no other lease: a holder that lives on after its lease must not keep a
-// descriptor in the daemon (one user could otherwise pile them up). A PID
-// that gets a lease again is watched again by its grant event, which this
-// goroutine handles after this one.
-func (u *Upkeep) unwatchFormer(ended placement.Lease) {
-	held := map[int]bool{}
-	mark := func(ls []placement.Lease) {
-		for _, l := range ls {
-			if l.ID == ended.ID {
-				continue
-			}
-			held[l.Holder.PID] = true
-			for _, p := range l.PIDs {
-				held[p] = true
-			}
-		}
-	}
-	v := u.opts.Engine.View()
-	for _, g := range v.GPUs {
-		mark(g.Leases)
-	}
-	mark(v.CPU)
-	for _, pid := range append([]int{ended.Holder.PID}, ended.PIDs...) {
-		if !held[pid] {
-			u.opts.Watcher.Unwatch(pid)
-		}
+// unwatchFormer stops watching an ended lease's processes that hold no
+// other lease (the event lists them): a holder that lives on after its
+// lease must not keep a descriptor in the daemon for long (one user could
+// otherwise pile them up; the watcher keeps a bounded few for a while, so
+// a process that leases again soon needs no new pidfd). A PID that gets a
+// lease again is watched again by its grant event, which this goroutine
+// handles after this one.
+func (u *Upkeep) unwatchFormer(ended placement.Event) {
+	for _, pid := range ended.Unheld {
+		u.opts.Watcher.Unwatch(pid)
 	}
 }
 
