@@ -19,7 +19,7 @@ func TestIdleSetBounds(t *testing.T) {
 	if len(s.since) != idleMax || len(evicted) != 3 || evicted[0] != 1 || evicted[2] != 3 {
 		t.Fatalf("idle %d, evicted %v; want %d idle, evicted [1 2 3]", len(s.since), evicted, idleMax)
 	}
-	s.remove(4) // watched again: its entry is skipped
+	s.remove(4)                   // watched again: its entry is skipped
 	s.add(5, t0.Add(time.Second)) // already idle: stays as of its first time
 	ev, next := s.expired(t0.Add(idleKeep + 6*time.Millisecond))
 	if len(ev) != 2 || ev[0] != 5 || ev[1] != 6 || next != time.Millisecond {
