@@ -308,13 +308,18 @@ func (e *Engine) Restore(ctx context.Context, leases []Lease) error {
 	return e.do(ctx, func(s *state) { s.restore(leases) })
 }
 
-// Subscribe returns a channel of every event from now on, and a function
-// that ends the subscription. The channel is closed if the reader falls
-// more than 1024 events behind, or when the engine stops.
-func (e *Engine) Subscribe(ctx context.Context) (<-chan Event, func(), error) {
+// Subscribe returns a channel of every event from now on (of the given
+// types only, when any are given: the engine sends a subscriber nothing
+// else, so it is not woken for what it ignores), and a function that ends
+// the subscription. The channel is closed if the reader falls more than
+// 1024 events behind, or when the engine stops.
+func (e *Engine) Subscribe(ctx context.Context, types ...EventType) (<-chan Event, func(), error) {
 	ch := make(chan Event, subscriberBuffer)
+	if len(types) == 0 {
+		types = nil
+	}
 	var id int
-	if err := e.do(ctx, func(s *state) { id = s.subscribe(ch) }); err != nil {
+	if err := e.do(ctx, func(s *state) { id = s.subscribe(ch, types) }); err != nil {
 		return nil, nil, err
 	}
 	cancel := func() { _ = e.do(context.Background(), func(s *state) { s.unsubscribe(id) }) }

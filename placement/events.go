@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -41,21 +42,34 @@ type Event struct {
 const subscriberBuffer = 1024
 
 type subscriber struct {
-	ch chan Event
+	ch    chan Event
+	types []EventType // nil: every type
+}
+
+func (sub *subscriber) wants(t EventType) bool {
+	return sub.types == nil || slices.Contains(sub.types, t)
 }
 
 // emit stamps and fans out an event. Slow subscribers are closed, never
 // waited for: the owner loop must not block on a reader.
 func (s *state) emit(t EventType, l *Lease, reason string) {
-	s.emitEvent(Event{Type: t, Lease: l.clone(), Reason: reason})
+	s.emitEvent(Event{Type: t, Reason: reason}, l)
 }
 
-func (s *state) emitEvent(ev Event) {
+// emitEvent stamps ev with l (copied once, and only when a subscriber
+// wants the event) and fans it out.
+func (s *state) emitEvent(ev Event, l *Lease) {
 	s.seq++
 	s.markChanged()
-	ev.Seq, ev.Time = s.seq, s.now()
 	s.stats.count(ev.Type)
+	stamped := false
 	for id, sub := range s.subs {
+		if !sub.wants(ev.Type) {
+			continue
+		}
+		if !stamped {
+			ev.Seq, ev.Time, ev.Lease, stamped = s.seq, s.now(), l.clone(), true
+		}
 		select {
 		case sub.ch <- ev:
 		default:

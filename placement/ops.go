@@ -218,9 +218,9 @@ func (s *state) restore(leases []Lease) {
 	}
 }
 
-func (s *state) subscribe(ch chan Event) int {
+func (s *state) subscribe(ch chan Event, types []EventType) int {
 	s.nextSub++
-	s.subs[s.nextSub] = &subscriber{ch: ch}
+	s.subs[s.nextSub] = &subscriber{ch: ch, types: types}
 	return s.nextSub
 }
 

@@ -305,7 +305,7 @@ func (s *state) end(l *Lease, st State, reason string) {
 	}
 	l.State, l.Reason, l.Ended = st, reason, s.now()
 	s.remember(l)
-	ev := Event{Type: EventReleased, Lease: l.clone(), Reason: reason}
+	ev := Event{Type: EventReleased, Reason: reason}
 	if st == StateExpired {
 		ev.Type = EventExpired
 	}
@@ -314,7 +314,7 @@ func (s *state) end(l *Lease, st State, reason string) {
 			ev.Unheld = append(ev.Unheld, pid)
 		}
 	}
-	s.emitEvent(ev)
+	s.emitEvent(ev, l)
 }
 
 func (s *state) remember(l *Lease) {

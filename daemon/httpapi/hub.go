@@ -13,7 +13,8 @@ const streamBuffer = 256
 
 // hub fans placement events out to the API's event streams (/v1/events and
 // the monitor): one engine subscription, whatever the number of streams, so
-// the engine's owner loop pays for one reader, not for every client. One
+// the engine's owner loop pays for one reader, not for every client, and
+// none while no stream is open (the lease path then wakes nobody here). One
 // goroutine (run) owns the streams; a stream whose buffer is full is
 // dropped, never waited for. [limits] subscribers bounds the streams of one
 // uid.
@@ -46,28 +47,45 @@ func (h *hub) run(ctx context.Context) error {
 		}
 	}()
 	for ctx.Err() == nil {
+		var op func(map[*hubStream]struct{})
+		if len(streams) == 0 { // nobody listens: no subscription until a stream opens
+			select {
+			case <-ctx.Done():
+				return nil
+			case op = <-h.ops:
+			}
+		}
+		// Subscribed before the stream is added, so it misses no event.
 		events, cancel, err := h.eng.Subscribe(ctx)
+		if op != nil {
+			op(streams)
+		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, placement.ErrStopped) {
 				return nil
 			}
 			return err
 		}
-		h.follow(ctx, events, streams)
+		if len(streams) > 0 {
+			h.follow(ctx, events, streams)
+		}
 		cancel()
 	}
 	return nil
 }
 
-// follow fans out one engine subscription until it or ctx ends. When the
-// engine drops the hub itself, every stream missed events: all are ended.
+// follow fans out one engine subscription until it or ctx ends, or the last
+// stream is gone. When the engine drops the hub itself, every stream missed
+// events: all are ended.
 func (h *hub) follow(ctx context.Context, events <-chan placement.Event, streams map[*hubStream]struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case op := <-h.ops:
-			op(streams)
+			if op(streams); len(streams) == 0 {
+				return
+			}
 		case ev, ok := <-events:
 			if !ok {
 				for st := range streams {

@@ -16,7 +16,7 @@ type feedEngine struct {
 	events     chan placement.Event
 }
 
-func (f *feedEngine) Subscribe(ctx context.Context) (<-chan placement.Event, func(), error) {
+func (f *feedEngine) Subscribe(ctx context.Context, _ ...placement.EventType) (<-chan placement.Event, func(), error) {
 	f.subscribes.Add(1)
 	return f.events, func() {}, nil
 }

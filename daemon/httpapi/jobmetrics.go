@@ -128,7 +128,7 @@ func (s *Server) RunMetrics(ctx context.Context) error {
 }
 
 func (s *Server) followEvents(ctx context.Context) error {
-	placed, stopPlaced, err := s.eng.Subscribe(ctx)
+	placed, stopPlaced, err := s.eng.Subscribe(ctx, placement.EventReleased, placement.EventExpired) // what jobMetrics.lease counts
 	if err != nil {
 		return fmt.Errorf("metrics: subscribe to placement events: %w", err)
 	}

@@ -27,7 +27,7 @@ type Engine interface {
 	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
 	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
 	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
-	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
+	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
 	Ping(ctx context.Context) error
 }

@@ -15,7 +15,7 @@ import (
 // its first reading: call it before anything is served, so bytes granted
 // before a crash are never granted again and the first view shows the GPUs.
 func (u *Upkeep) Recover(ctx context.Context) error {
-	events, cancel, err := u.opts.Engine.Subscribe(ctx)
+	events, cancel, err := u.opts.Engine.Subscribe(ctx, pumpedEvents...)
 	if err != nil {
 		return fmt.Errorf("recover: follow the engine: %w", err)
 	}

@@ -23,7 +23,7 @@ import (
 type Engine interface {
 	Restore(ctx context.Context, leases []placement.Lease) error
 	HolderExited(ctx context.Context, pid int) ([]placement.Lease, error)
-	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
+	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
 	Owners(ctx context.Context, pids []int) (map[int]placement.Owner, int, error)

@@ -33,7 +33,7 @@ func (u *Upkeep) pumpEvents(ctx context.Context) {
 	for ctx.Err() == nil {
 		if ch == nil {
 			var err error
-			if ch, cancel, err = u.opts.Engine.Subscribe(ctx); err != nil {
+			if ch, cancel, err = u.opts.Engine.Subscribe(ctx, pumpedEvents...); err != nil {
 				return
 			}
 			u.resyncWatches()
@@ -46,6 +46,10 @@ func (u *Upkeep) pumpEvents(ctx context.Context) {
 		}
 	}
 }
+
+// pumpedEvents are the events onEvent acts on: the pump subscribes to
+// these only.
+var pumpedEvents = []placement.EventType{placement.EventGranted, placement.EventReleased, placement.EventExpired}
 
 func (u *Upkeep) onEvent(ev placement.Event) {
 	switch ev.Type {

@@ -20,7 +20,7 @@ type Leaser interface {
 	AddPID(ctx context.Context, id string, pid int) (placement.Lease, error)
 	RemovePID(ctx context.Context, id string, pid int) (placement.Lease, error)
 	SetReclaimable(ctx context.Context, id string, on bool) (placement.Lease, error)
-	Subscribe(ctx context.Context) (<-chan placement.Event, func(), error)
+	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 }
 
 var _ Leaser = (*placement.Engine)(nil)

@@ -40,7 +40,7 @@ func (h *Host) syncReclaimable(w *worker) {
 // subscription the engine dropped (the host fell behind) is taken again.
 func (h *Host) watchReclaims(ctx context.Context) {
 	for ctx.Err() == nil {
-		events, cancel, err := h.opts.Leases.Subscribe(ctx)
+		events, cancel, err := h.opts.Leases.Subscribe(ctx, placement.EventReclaim)
 		if errors.Is(err, placement.ErrStopped) {
 			return
 		}
