@@ -30,6 +30,13 @@ import (
 // {"put": lease} or {"del": id}, still read. A torn tail (a record
 // cut short, or whose CRC does not match, as a crash in mid-write leaves
 // it) ends the journal: it is truncated there, with a log line.
+//
+// The file is grown ahead of the records by walChunk of zeros at a time
+// (as etcd preallocates its segments): a commit then overwrites blocks the
+// file already has, and its fdatasync flushes data only — no file size or
+// extent change for the filesystem to journal (on ext4 a third less time
+// and CPU per commit than appending; see BenchmarkJournalCommit). Zeros
+// where the next record's header would be are the journal's clean end.
 
 // WALName is the journal file inside the state directory.
 const WALName = "leases.wal"
@@ -38,6 +45,7 @@ const (
 	walHeader       = 8
 	walMaxRecord    = 1 << 20 // a lease is a few hundred bytes
 	walCompactBytes = 8 << 20
+	walChunk        = 1 << 20 // zeros the file grows by ahead of the records
 )
 
 // The first byte of a binary payload.
@@ -125,9 +133,10 @@ func appendRecord(b []byte, r walRecord) []byte {
 
 // wal is the open journal. Its owner (DB) serialises calls.
 type wal struct {
-	f    *os.File
-	size int64
-	buf  []byte
+	f     *os.File
+	size  int64 // end of the records
+	alloc int64 // file size: zeros from size to alloc
+	buf   []byte
 	// pending is the net effect of the journal since the last compaction:
 	// lease ID → lease, or nil when deleted.
 	pending map[string]*placement.Lease
@@ -157,9 +166,8 @@ func openWAL(path string, log *slog.Logger) (*wal, error) {
 		}
 	}
 	w.size = int64(off)
-	if _, err := f.Seek(w.size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("seek lease journal: %w", err)
+	if torn == nil {
+		w.alloc = int64(len(data)) // the zeros past the records stay
 	}
 	return w, nil
 }
@@ -169,6 +177,9 @@ func openWAL(path string, log *slog.Logger) (*wal, error) {
 func replay(data []byte) (pending map[string]*placement.Lease, records, off int, torn error) {
 	pending = map[string]*placement.Lease{}
 	for {
+		if allZero(data[off:]) { // the end, or the zeros the file was grown by
+			return pending, records, off, nil
+		}
 		r, n, err := decodeRecord(data[off:])
 		if errors.Is(err, io.EOF) {
 			return pending, records, off, nil
@@ -212,7 +223,11 @@ func (w *wal) append(changes []placement.Change) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	if _, err := w.f.Write(w.buf); err != nil {
+	if err := w.grow(int64(len(w.buf))); err != nil {
+		_ = w.truncate(w.size)
+		return err
+	}
+	if _, err := w.f.WriteAt(w.buf, w.size); err != nil {
 		_ = w.truncate(w.size) // drop a partial write
 		return fmt.Errorf("append to lease journal: %w", err)
 	}
@@ -227,19 +242,46 @@ func (w *wal) append(changes []placement.Change) error {
 	return nil
 }
 
+// grow makes sure n more bytes of records fit in the file, writing zeros
+// past its end a walChunk at a time (their fdatasync is the next commit's).
+func (w *wal) grow(n int64) error {
+	if w.size+n <= w.alloc {
+		return nil
+	}
+	to := (w.size + n + walChunk - 1) / walChunk * walChunk
+	if _, err := w.f.WriteAt(make([]byte, to-w.alloc), w.alloc); err != nil {
+		return fmt.Errorf("grow lease journal: %w", err)
+	}
+	w.alloc = to
+	return nil
+}
+
 // truncate cuts the journal to size and syncs it.
 func (w *wal) truncate(size int64) error {
 	if err := w.f.Truncate(size); err != nil {
 		return fmt.Errorf("truncate lease journal: %w", err)
 	}
-	if _, err := w.f.Seek(size, io.SeekStart); err != nil {
-		return fmt.Errorf("seek lease journal: %w", err)
-	}
 	if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
 		return fmt.Errorf("fdatasync lease journal: %w", err)
 	}
-	w.size = size
+	w.size, w.alloc = size, size
 	return nil
+}
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // PrevWALName is the journal most recently folded into bbolt, kept until
@@ -259,7 +301,7 @@ func (w *wal) reset() error {
 		return fmt.Errorf("start a new lease journal: %w", err)
 	}
 	_ = w.f.Close()
-	w.f, w.size = f, 0
+	w.f, w.size, w.alloc = f, 0, 0
 	clear(w.pending)
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("start a new lease journal: %w", err)

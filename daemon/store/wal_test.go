@@ -99,16 +99,18 @@ func TestJournalReplay(t *testing.T) {
 }
 
 // TestJournalTornTail: a record cut short or corrupted at the end of the
-// journal is dropped and truncated, with a log line; the records before it
-// are kept.
+// journal (where the file was grown with zeros, or past them) is dropped
+// and truncated, with a log line; the records before it are kept. Zeros
+// alone are the clean end.
 func TestJournalTornTail(t *testing.T) {
 	whole := appendRecord(nil, walRecord{Put: ptr(lease("l-torn"))})
 	flipped := slices.Clone(whole)
 	flipped[len(flipped)-2] ^= 0x20
 	huge := binary.LittleEndian.AppendUint32(nil, 1<<30)
 	for name, tail := range map[string][]byte{
-		"header cut": whole[:5], "payload cut": whole[:len(whole)-3], "crc mismatch": flipped,
+		"header cut": whole[:5], "payload cut": whole[:walHeader+3], "crc mismatch": flipped,
 		"absurd length": append(huge, 0, 0, 0, 0, 1, 2), "zeros": make([]byte, 64),
+		"garbage past the zeros": append(make([]byte, walChunk), 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -122,12 +124,19 @@ func TestJournalTornTail(t *testing.T) {
 			}
 			crashed := crashCopy(t, dir)
 			walPath := filepath.Join(crashed, WALName)
-			good, _ := os.Stat(walPath)
-			f, err := os.OpenFile(walPath, os.O_APPEND|os.O_WRONLY, 0)
+			data, err := os.ReadFile(walPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _ = f.Write(tail)
+			_, _, end, _ := replay(data)
+			if len(data)%walChunk != 0 || allZero(data[:end]) || !allZero(data[end:]) {
+				t.Fatalf("journal of %d bytes, records end at %d: want records, then zeros to a whole chunk", len(data), end)
+			}
+			f, err := os.OpenFile(walPath, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = f.WriteAt(tail, int64(end)) // where the next record goes
 			f.Close()
 			var logs bytes.Buffer
 			re, err := OpenLogged(crashed, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -138,7 +147,13 @@ func TestJournalTornTail(t *testing.T) {
 			if got := ids(t, re); !slices.Equal(got, []string{"l-kept"}) {
 				t.Errorf("leases %v, want [l-kept]", got)
 			}
-			if !strings.Contains(logs.String(), "torn tail truncated") || !strings.Contains(logs.String(), "offset="+strconv.FormatInt(good.Size(), 10)) {
+			if name == "zeros" {
+				if logs.Len() != 0 {
+					t.Errorf("zeros are the clean end, logged: %s", logs.String())
+				}
+				return
+			}
+			if !strings.Contains(logs.String(), "torn tail truncated") || !strings.Contains(logs.String(), "offset="+strconv.Itoa(end)) {
 				t.Errorf("log: %s", logs.String())
 			}
 		})
