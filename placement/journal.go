@@ -2,7 +2,9 @@ package placement
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +47,9 @@ type journal struct {
 	failed     []failedSpan  // the latest failed commits, oldest first
 	committing chan struct{} // closed when the commit under way ends; nil when none is
 	linger     *time.Timer   // commits what nobody waits for; nil when not armed
+	coming     atomic.Int32  // requests on their way to the owner loop (Engine.Acquire)
+	commits    atomic.Uint64 // Apply calls with at least one change
+	changes    atomic.Uint64 // changes in them
 }
 
 // failedSpan is a commit that failed: the changes from..to and its error.
@@ -60,6 +65,10 @@ type journalEntry struct {
 	change Change
 	done   func(error) // may be nil; runs on the committing goroutine
 }
+
+// maxYields bounds how often a committer lets requests on their way in
+// record their changes before it commits.
+const maxYields = 2
 
 // lingerDelay bounds how long a change nobody waits for stays uncommitted.
 const lingerDelay = 5 * time.Millisecond
@@ -140,7 +149,17 @@ func (j *journal) sync(ctx context.Context, seq uint64) error {
 	if seq == 0 {
 		seq = j.queued
 	}
+	yields := 0
 	for j.durable < seq {
+		if j.committing == nil && j.coming.Load() > 0 && yields < maxYields {
+			// Others are about to record grants: let them (and the owner
+			// loop) run first, so one fsync serves them too.
+			yields++
+			j.mu.Unlock()
+			runtime.Gosched()
+			j.mu.Lock()
+			continue
+		}
 		if j.committing == nil {
 			j.commitLocked()
 			continue
@@ -198,6 +217,8 @@ func (j *journal) applyBatch(batch []journalEntry) error {
 	var err error
 	if len(changes) > 0 {
 		err = j.apply(changes)
+		j.commits.Add(1)
+		j.changes.Add(uint64(len(changes)))
 	}
 	for _, e := range batch {
 		if e.done != nil {

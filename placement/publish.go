@@ -114,7 +114,7 @@ func (s *state) frame() *frame {
 	}
 	s.pubDirty = s.pubDirty[:0]
 	f := &frame{
-		hdr:    View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, Stats: s.stats},
+		hdr:    View{Taken: s.snap.Taken, Provider: s.snap.Provider, Driver: s.snap.Driver, Stats: s.withJournal(s.stats)},
 		queued: [3]int{s.queue.classes[0].live, s.queue.classes[1].live, s.queue.classes[2].live},
 		gpus:   s.pubGPUs, cpu: s.cpuPub, queue: s.queue.published(), now: now, aging: s.opts.Leases.Aging.D(),
 	}
@@ -189,4 +189,12 @@ func (f *frame) accounts() ([]Account, string) {
 		out[i] = f.gpus.chunks[i/chunkLen][i%chunkLen].acct
 	}
 	return out, f.hdr.Driver
+}
+
+// withJournal adds the journal's counters to st.
+func (s *state) withJournal(st Stats) Stats {
+	if s.journal != nil {
+		st.Commits, st.CommittedChanges = s.journal.commits.Load(), s.journal.changes.Load()
+	}
+	return st
 }

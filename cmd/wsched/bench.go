@@ -134,6 +134,10 @@ func (a *app) benchLease(ctx context.Context, o benchOpts) error {
 	}
 	var leaseAll, echoAll benchResult
 	var ratios []float64
+	before, err := lc.Status(ctx)
+	if err != nil {
+		return err
+	}
 	for r := 0; r < o.rounds; r++ {
 		var lr, er benchResult
 		first, second := &lr, &er
@@ -153,6 +157,12 @@ func (a *app) benchLease(ctx context.Context, o benchOpts) error {
 	}
 	if err := a.benchReport(o, env.where, load, leaseAll, echoAll, ratios); err != nil {
 		return err
+	}
+	if after, err := lc.Status(ctx); err == nil && after.Stats.Commits > before.Stats.Commits {
+		commits := after.Stats.Commits - before.Stats.Commits
+		changes := after.Stats.CommittedChanges - before.Stats.CommittedChanges
+		fmt.Fprintf(a.out, "lease journal: %d commits (fdatasync) for %d changes: %.1f changes per commit, %.2f commits per cycle\n",
+			commits, changes, float64(changes)/float64(commits), float64(commits)/float64(max(1, leaseAll.cycles)))
 	}
 	if o.dispatch {
 		lat, err := dispatchLatency(ctx, lc, o.conc, max(10, 400/o.conc))

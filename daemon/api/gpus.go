@@ -104,4 +104,9 @@ type Stats struct {
 	Expiries   uint64 `json:"expiries"`
 	Overruns   uint64 `json:"overruns"`
 	Renewals   uint64 `json:"renewals"`
+	// Commits counts the lease journal's durable commits (fsyncs), and
+	// CommittedChanges the lease changes in them (group commit: the
+	// ratio is the changes per fsync).
+	Commits          uint64 `json:"journal_commits"`
+	CommittedChanges uint64 `json:"journal_changes"`
 }

@@ -55,6 +55,8 @@ func newMetrics(eng viewer, j Jobs) *metrics {
 			"expiries":   prometheus.NewDesc("wsched_expiries_total", "Leases expired without renewal.", nil, nil),
 			"overruns":   prometheus.NewDesc("wsched_overruns_total", "Holders seen using more than their lease.", nil, nil),
 			"renewals":   prometheus.NewDesc("wsched_renewals_total", "Lease renewals.", nil, nil),
+			"commits":    prometheus.NewDesc("wsched_journal_commits_total", "Durable commits (fdatasync) of the lease journal.", nil, nil),
+			"changes":    prometheus.NewDesc("wsched_journal_changes_total", "Lease changes made durable by those commits (group commit).", nil, nil),
 		},
 	}
 	m.reg.MustRegister(m, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -105,6 +107,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for name, val := range map[string]uint64{
 		"requests": st.Requests, "grants": st.Grants, "rejections": st.Rejections, "releases": st.Releases,
 		"expiries": st.Expiries, "overruns": st.Overruns, "renewals": st.Renewals,
+		"commits": st.Commits, "changes": st.CommittedChanges,
 	} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(val))
 	}
