@@ -77,9 +77,21 @@ func (c *Client) bounded(ctx context.Context, extra time.Duration) (context.Cont
 	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeoutCause(ctx, c.timeout+extra,
-		fmt.Errorf("%w at %s within %s: is it stopped (SIGSTOP) or overloaded? see `systemctl status wsched`", ErrNoAnswer, c.socket, c.timeout+extra))
+	return context.WithTimeoutCause(ctx, c.timeout+extra, noAnswer{socket: c.socket, after: c.timeout + extra})
 }
+
+// noAnswer is the cause of a request that ran out of the client's timeout;
+// its message is only formatted when it is shown.
+type noAnswer struct {
+	socket string
+	after  time.Duration
+}
+
+func (e noAnswer) Error() string {
+	return fmt.Sprintf("%v at %s within %s: is it stopped (SIGSTOP) or overloaded? see `systemctl status wsched`", ErrNoAnswer, e.socket, e.after)
+}
+
+func (e noAnswer) Unwrap() error { return ErrNoAnswer }
 
 // Socket is the socket path the client dials.
 func (c *Client) Socket() string { return c.socket }

@@ -6,8 +6,8 @@ import (
 )
 
 // idleSet is the unwatched PIDs whose pidfds the watcher keeps: at most
-// idleMax of them (checked whenever one is added), none for much longer
-// than idleKeep (the watcher's loop sweeps them: see Watcher.Run). A process that releases its lease and takes another at once
+// idleMax of them (checked whenever one is added), none for longer than
+// twice idleKeep (the watcher's loop sweeps them: see Watcher.sweepIdle). A process that releases its lease and takes another at once
 // (a client's grant+release cycle) then costs no pidfd_open and no /proc
 // read per lease; one that lives on without a lease holds a descriptor in
 // the daemon for idleKeep at most, and no user can pile up more than

@@ -77,7 +77,11 @@ func (w *Watcher) cached(pid int, watch bool) (Info, bool) {
 	if !ok || fd < 0 {
 		return Info{}, false
 	}
-	if !pidfdAlive(fd) {
+	// Watching needs no liveness check: the pidfd is in the epoll set, and
+	// an exit not yet reported is reported by the loop, which now finds
+	// the PID watched (report). A lookup must not answer for a process
+	// that is gone, whose PID may have been reused.
+	if !watch && !pidfdAlive(fd) {
 		idle := w.idle.has(pid)
 		w.forget(pid)
 		if !idle { // nobody watches an idle PID's exit

@@ -145,12 +145,8 @@ func (w *Watcher) Unwatch(pid int) {
 		w.forget(pid)
 		return
 	}
-	first := len(w.idle.since) == 0
 	for _, old := range w.idle.add(pid, time.Now()) {
 		w.forget(old)
-	}
-	if first {
-		w.wake() // the loop sleeps without a timeout while nothing is idle
 	}
 }
 
@@ -162,7 +158,9 @@ func (w *Watcher) wake() {
 }
 
 // sweepIdle forgets the PIDs idle for longer than idleKeep and returns the
-// epoll timeout until the next one expires (−1: none).
+// epoll timeout in milliseconds until the next one expires, idleKeep when
+// none is idle (so one that becomes idle is swept within twice idleKeep,
+// without waking the loop for each).
 func (w *Watcher) sweepIdle() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -171,7 +169,7 @@ func (w *Watcher) sweepIdle() int {
 		w.forget(pid)
 	}
 	if next < 0 {
-		return -1
+		next = idleKeep
 	}
 	return int(next/time.Millisecond) + 1
 }
