@@ -185,18 +185,8 @@ func (e *Engine) do(ctx context.Context, f func(*state)) error { return e.loop.D
 func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 	reply := make(chan result, 1)
 	var id string
-	j := e.st.journal
-	if j != nil {
-		j.coming.Add(1)
-	}
 	if err := e.do(ctx, func(s *state) { id = s.submit(req, reply) }); err != nil {
-		if j != nil {
-			j.coming.Add(-1)
-		}
 		return Lease{}, err
-	}
-	if j != nil {
-		j.coming.Add(-1) // in the queue, granted or refused: its change (if any) is recorded
 	}
 	select {
 	case r := <-reply:

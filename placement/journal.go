@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +46,6 @@ type journal struct {
 	failed     []failedSpan  // the latest failed commits, oldest first
 	committing chan struct{} // closed when the commit under way ends; nil when none is
 	linger     *time.Timer   // commits what nobody waits for; nil when not armed
-	coming     atomic.Int32  // requests on their way to the owner loop (Engine.Acquire)
 	commits    atomic.Uint64 // Apply calls with at least one change
 	changes    atomic.Uint64 // changes in them
 }
@@ -65,10 +63,6 @@ type journalEntry struct {
 	change Change
 	done   func(error) // may be nil; runs on the committing goroutine
 }
-
-// maxYields bounds how often a committer lets requests on their way in
-// record their changes before it commits.
-const maxYields = 2
 
 // lingerDelay bounds how long a change nobody waits for stays uncommitted.
 const lingerDelay = 5 * time.Millisecond
@@ -149,17 +143,7 @@ func (j *journal) sync(ctx context.Context, seq uint64) error {
 	if seq == 0 {
 		seq = j.queued
 	}
-	yields := 0
 	for j.durable < seq {
-		if j.committing == nil && j.coming.Load() > 0 && yields < maxYields {
-			// Others are about to record grants: let them (and the owner
-			// loop) run first, so one fsync serves them too.
-			yields++
-			j.mu.Unlock()
-			runtime.Gosched()
-			j.mu.Lock()
-			continue
-		}
 		if j.committing == nil {
 			j.commitLocked()
 			continue
