@@ -39,6 +39,9 @@ type Options struct {
 	Provider inventory.Provider
 	// Listener overrides socket activation and the configured socket (tests).
 	Listener net.Listener
+	// UnsafeNoFsync writes the lease journal without fsync (measurements
+	// only: a crash can forget granted leases).
+	UnsafeNoFsync bool
 }
 
 // Daemon is a running wsched serve.
@@ -80,6 +83,7 @@ func New(opts Options) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
+	d.db.SetUnsafeNoFsync(opts.UnsafeNoFsync)
 	reader := inventory.NewReader(d.provider, cfg.Inventory.MaxAge.D(), nil)
 	d.est = estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, d.db)
 	d.eng = placement.New(placement.Options{

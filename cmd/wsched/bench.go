@@ -21,6 +21,7 @@ type benchOpts struct {
 	external              bool
 	idle                  time.Duration
 	restart, dispatch     bool
+	noFsync               bool
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -42,14 +43,16 @@ its state (bbolt, fsync on) in a temp dir. --leases N and --waiters M load it
 first: N live leases spread over the GPUs and M requests waiting for memory that
 is not there, so the cycles are measured at that scale. --external measures the
 daemon at --socket instead (its leases and queue as they are, plus --leases and
---waiters; they are withdrawn at the end).`,
+--waiters; they are withdrawn at the end). --unsafe-no-fsync starts the daemon with
+WSCHED_UNSAFE_NO_FSYNC=1 (its lease journal is written but never fsynced): what the
+lease path costs without the disk, for comparison only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.conc < 1 || o.n < 1 || o.rounds < 5 || o.gpus < 1 || o.leases < 0 || o.waiters < 0 || (o.dispatch && !o.external && o.gpus < o.conc) {
 				return fmt.Errorf("want -c ≥ 1, -n ≥ 1, --rounds ≥ 5, --gpus ≥ 1 (≥ -c with --dispatch), --leases and --waiters ≥ 0")
 			}
-			if o.external && (o.idle > 0 || o.restart) {
-				return fmt.Errorf("--idle and --restart need the daemon the bench starts, not --external")
+			if o.external && (o.idle > 0 || o.restart || o.noFsync) {
+				return fmt.Errorf("--idle, --restart and --unsafe-no-fsync need the daemon the bench starts, not --external")
 			}
 			return a.benchLease(cmd.Context(), o)
 		},
@@ -65,6 +68,7 @@ daemon at --socket instead (its leases and queue as they are, plus --leases and
 	f.DurationVar(&o.idle, "idle", 0, "after the rounds, measure the daemon's CPU use while idle for this long")
 	f.BoolVar(&o.dispatch, "dispatch", false, "after the rounds, measure release → grant of a waiter with -c pairs (needs -c GPUs)")
 	f.BoolVar(&o.restart, "restart", false, "after the rounds, kill -9 the daemon and time its start-up with the leases")
+	f.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "start the daemon without fsync of its lease journal (a baseline: what the disk costs)")
 	cmd.AddCommand(lease, newEchoServerCmd())
 	return cmd
 }

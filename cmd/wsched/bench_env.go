@@ -31,6 +31,7 @@ type benchEnv struct {
 	procs               []*exec.Cmd
 	daemon              *exec.Cmd
 	daemonLog           *bytes.Buffer
+	env                 []string // the daemon's environment beyond the bench's own
 }
 
 func startBenchEnv(ctx context.Context, o benchOpts) (env *benchEnv, err error) {
@@ -95,7 +96,11 @@ func (e *benchEnv) startDaemon(ctx context.Context, o benchOpts) error {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		return err
 	}
-	e.where = fmt.Sprintf("wsched serve in its own process (%d simulated GPUs, bbolt state on disk)", o.gpus)
+	e.where = fmt.Sprintf("wsched serve in its own process (%d simulated GPUs, state on disk, fsync on)", o.gpus)
+	if o.noFsync {
+		e.where = fmt.Sprintf("wsched serve in its own process (%d simulated GPUs, state on disk, WSCHED_UNSAFE_NO_FSYNC=1)", o.gpus)
+		e.env = append(e.env, unsafeNoFsyncEnv+"=1")
+	}
 	return e.serve(ctx)
 }
 
@@ -107,7 +112,7 @@ func (e *benchEnv) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd.Env = append(os.Environ(), "WSCHED_CONFIG="+path)
+	cmd.Env = append(append(os.Environ(), "WSCHED_CONFIG="+path), e.env...)
 	cmd.Stderr = e.daemonLog
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)

@@ -37,7 +37,11 @@ restart when their holders still live. SIGTERM shuts down gracefully.`,
 				}
 				defer stop()
 			}
-			d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Version: version})
+			noFsync := os.Getenv(unsafeNoFsyncEnv) == "1"
+			if noFsync {
+				log.Warn("lease journal fsync is off (" + unsafeNoFsyncEnv + "=1): a crash can forget granted leases; for measurements only")
+			}
+			d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Version: version, UnsafeNoFsync: noFsync})
 			if err != nil {
 				return err
 			}
@@ -45,6 +49,10 @@ restart when their holders still live. SIGTERM shuts down gracefully.`,
 		},
 	}
 }
+
+// unsafeNoFsyncEnv turns off the lease journal's fsync (wsched bench lease
+// --unsafe-no-fsync: the lease path without the disk, as a baseline).
+const unsafeNoFsyncEnv = "WSCHED_UNSAFE_NO_FSYNC"
 
 // startCPUProfile writes a CPU profile of the daemon to path until the
 // returned function is called (WSCHED_CPUPROFILE: for measuring the

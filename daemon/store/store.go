@@ -270,6 +270,15 @@ func Get[T any](db *bolt.DB, bucket []byte, key string) (t T, found bool, err er
 
 var _ placement.BatchStore = (*DB)(nil)
 
+// SetUnsafeNoFsync turns the lease journal's fdatasync off (on: false).
+// For measuring what the disk costs only: a crash can then forget granted
+// leases.
+func (d *DB) SetUnsafeNoFsync(off bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wal.noFsync = off
+}
+
 // Apply makes several lease changes durable together: appended to the
 // lease journal with one fdatasync for a whole group of grants and
 // releases (placement's group commit). When the journal has grown past

@@ -136,6 +136,8 @@ type wal struct {
 	f     *os.File
 	size  int64 // end of the records
 	alloc int64 // file size: zeros from size to alloc
+	// noFsync skips the commit's fdatasync (DB.SetUnsafeNoFsync).
+	noFsync bool
 	buf   []byte
 	// pending is the net effect of the journal since the last compaction:
 	// lease ID → lease, or nil when deleted.
@@ -231,7 +233,7 @@ func (w *wal) append(changes []placement.Change) error {
 		_ = w.truncate(w.size) // drop a partial write
 		return fmt.Errorf("append to lease journal: %w", err)
 	}
-	if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
+	if err := w.sync(); err != nil {
 		_ = w.truncate(w.size)
 		return fmt.Errorf("fdatasync lease journal: %w", err)
 	}
@@ -240,6 +242,13 @@ func (w *wal) append(changes []placement.Change) error {
 		apply(w.pending, r)
 	}
 	return nil
+}
+
+func (w *wal) sync() error {
+	if w.noFsync {
+		return nil
+	}
+	return unix.Fdatasync(int(w.f.Fd()))
 }
 
 // grow makes sure n more bytes of records fit in the file, writing zeros

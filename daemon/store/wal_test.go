@@ -187,3 +187,27 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestJournalUnsafeNoFsync: without fsync the records are still written
+// and replayed (only durability against a crash is given up).
+func TestJournalUnsafeNoFsync(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetUnsafeNoFsync(true)
+	l := lease("l-nosync")
+	if err := db.Apply([]placement.Change{{Put: &l}}); err != nil {
+		t.Fatal(err)
+	}
+	re, err := Open(crashCopy(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	if got := ids(t, re); !slices.Equal(got, []string{"l-nosync"}) {
+		t.Errorf("leases %v, want [l-nosync]", got)
+	}
+	_ = db.Close()
+}
