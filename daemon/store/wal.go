@@ -138,7 +138,7 @@ type wal struct {
 	alloc int64 // file size: zeros from size to alloc
 	// noFsync skips the commit's fdatasync (DB.SetUnsafeNoFsync).
 	noFsync bool
-	buf   []byte
+	buf     []byte
 	// pending is the net effect of the journal since the last compaction:
 	// lease ID → lease, or nil when deleted.
 	pending map[string]*placement.Lease
