@@ -253,7 +253,9 @@ func (s *state) grant(w *waiter, acc Account) {
 	l.Granted, l.Expires = now, now.Add(l.TTL)
 	s.removeWaiter(w)
 	s.addLease(l)
-	s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
+	if s.log.Enabled(s.ctx, slog.LevelDebug) { // its arguments cost allocations on every grant
+		s.log.Debug("granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID)
+	}
 	s.emit(EventGranted, l, "")
 	granted := l.clone()
 	res := result{lease: granted}

@@ -86,7 +86,10 @@ func (e *benchEnv) startEcho(ctx context.Context) error {
 func (e *benchEnv) startDaemon(ctx context.Context, o benchOpts) error {
 	e.socket = filepath.Join(e.dir, "wsched.sock")
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "[daemon]\nsocket = %q\nstate_dir = %q\n", e.socket, filepath.Join(e.dir, "state"))
+	// Every waiter holds a connection (a long poll): room for them all.
+	conns := max(4096, o.waiters+o.conc+256)
+	fmt.Fprintf(&cfg, "[daemon]\nsocket = %q\nstate_dir = %q\nmax_connections = %d\nmax_connections_per_uid = %d\n",
+		e.socket, filepath.Join(e.dir, "state"), conns, conns)
 	fmt.Fprintf(&cfg, "[inventory]\nprovider = \"sim\"\n[placement]\nreserved = \"0B\"\nsafety_factor = 1.0\n")
 	fmt.Fprintf(&cfg, "[leases]\nmax_queue = %d\nbackfill_window = \"24h\"\naging = \"24h\"\nmax_wait = \"24h\"\n", o.waiters+64)
 	for i := 0; i < o.gpus; i++ {

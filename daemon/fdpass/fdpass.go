@@ -64,6 +64,8 @@ type conn struct {
 	net.Conn
 	uc *net.UnixConn
 
+	oob []byte // Read's control-message buffer (reads are not concurrent)
+
 	mu     sync.Mutex
 	files  []*os.File
 	closed bool
@@ -72,7 +74,10 @@ type conn struct {
 var oobSize = unix.CmsgSpace(MaxFiles * 4)
 
 func (c *conn) Read(b []byte) (int, error) {
-	oob := make([]byte, oobSize)
+	if c.oob == nil {
+		c.oob = make([]byte, oobSize)
+	}
+	oob := c.oob
 	n, oobn, _, _, err := c.uc.ReadMsgUnix(b, oob)
 	if oobn > 0 && oobn <= len(oob) {
 		c.keep(parseRights(oob[:oobn]))

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -148,7 +150,9 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	if s.log.Enabled(r.Context(), slog.LevelDebug) { // its arguments cost allocations on every grant
+		s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	}
 	out := convert.FromLease(l)
 	out.Estimate = est
 	writeJSON(w, http.StatusCreated, out)
@@ -157,14 +161,17 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 // decodeLeaseRequest decodes POST /v1/leases; an explicit
 // "memory_bytes": 0 is refused rather than read as "not given".
 func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, body *api.LeaseRequest) error {
-	var raw json.RawMessage
-	if err := decodeBody(w, r, &raw, false); err != nil {
-		return err
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	if err != nil {
+		return jsonError(err)
 	}
 	if err := DecodeJSON(bytes.NewReader(raw), body, false); err != nil {
 		return err
 	}
-	var given struct {
+	if body.MemoryBytes != 0 {
+		return nil
+	}
+	var given struct { // 0: left out, or given as 0?
 		MemoryBytes *int64 `json:"memory_bytes"`
 	}
 	if json.Unmarshal(raw, &given) == nil && given.MemoryBytes != nil && *given.MemoryBytes == 0 {
@@ -218,7 +225,9 @@ func (s *Server) changeLease(w http.ResponseWriter, r *http.Request, what string
 		writeError(w, err)
 		return
 	}
-	s.log.Debug("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.Debug("lease "+what, "lease", l.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	}
 	writeJSON(w, http.StatusOK, convert.FromLease(l))
 }
 
