@@ -168,6 +168,17 @@ type memStore struct {
 
 func newMemStore() *memStore { return &memStore{leases: map[string]Lease{}} }
 
+// apply stores changes as a BatchStore's commit would.
+func (m *memStore) apply(cs []Change) {
+	for _, c := range cs {
+		if c.Put != nil {
+			_ = m.PutLease(*c.Put)
+		} else {
+			_ = m.DeleteLease(c.Delete)
+		}
+	}
+}
+
 func (m *memStore) PutLease(l Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -25,13 +25,7 @@ func (g *gatedStore) Apply(cs []Change) error {
 	g.commits++
 	g.changes += len(cs)
 	g.mu.Unlock()
-	for _, c := range cs {
-		if c.Put != nil {
-			_ = g.memStore.PutLease(*c.Put)
-		} else {
-			_ = g.memStore.DeleteLease(c.Delete)
-		}
-	}
+	g.apply(cs)
 	return nil
 }
 
@@ -131,13 +125,7 @@ func (f *failingStore) Apply(cs []Change) error {
 	if f.fail.Load() {
 		return errDisk
 	}
-	for _, c := range cs {
-		if c.Put != nil {
-			_ = f.memStore.PutLease(*c.Put)
-		} else {
-			_ = f.memStore.DeleteLease(c.Delete)
-		}
-	}
+	f.apply(cs)
 	return nil
 }
 

@@ -1,8 +1,6 @@
 package procwatch
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 )
@@ -41,16 +39,7 @@ func TestIdleSetBounds(t *testing.T) {
 // reported, its pidfd is closed once seen; watched again through
 // WatchProcess, its exit is reported.
 func TestUnwatchedExitNotReported(t *testing.T) {
-	w, err := NewWatcher(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.polling {
-		t.Skip("pidfd unavailable")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = w.Run(ctx) }()
+	w := runWatcher(t)
 	a, b := startSleep(t), startSleep(t)
 	for _, c := range []int{a.Process.Pid, b.Process.Pid} {
 		if err := w.WatchProcess("/proc", c, 0); err != nil {
