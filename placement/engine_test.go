@@ -461,3 +461,35 @@ func TestRestore(t *testing.T) {
 		t.Errorf("restored bytes granted twice: %v", err)
 	}
 }
+
+// TestSummaryMatchesView: the O(GPUs) summary (GET /v1/status) says what
+// the assembled view does.
+func TestSummaryMatchesView(t *testing.T) {
+	r := newRig(t, gpus(2, 24*GiB))
+	for range 3 {
+		r.acquire(req(7 * GiB))
+	}
+	r.acquireAsync(req(20*GiB, wait(time.Minute)))
+	for len(r.view().Queue) != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// The two reads may straddle a publish (a reading, the waiter's hold):
+	// they must agree once nothing changes in between.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		v, s := r.view(), r.eng.Summary()
+		var leases int
+		var leased, held int64
+		for _, g := range v.GPUs {
+			leases += len(g.Leases)
+			leased += g.LeasedBytes
+			held += g.HeldBytes
+		}
+		if s.Leases == leases+len(v.CPU) && s.CPULeases == len(v.CPU) && s.Queued == len(v.Queue) && s.LeasedBytes == leased &&
+			s.HeldBytes == held && s.Stats == v.Stats && s.QueuedBy["normal"] == v.Queued["normal"] && s.GPUs == len(v.GPUs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("summary %+v, view: %d leases, %d queued, %d leased, %d held, %+v", s, leases, len(v.Queue), leased, held, v.Stats)
+		}
+	}
+}

@@ -166,17 +166,28 @@ func (f *frame) dispatchOrder(a, b Lease) int {
 
 // Summary counts what the published View shows, without assembling it.
 type Summary struct {
-	Taken    time.Time
-	Provider string
-	GPUs     int
-	Leases   int // granted, GPU and CPU
-	Queued   int
+	Taken       time.Time
+	Provider    string
+	GPUs        int
+	Leases      int // granted, GPU and CPU
+	CPULeases   int // granted on the CPU
+	Queued      int
+	QueuedBy    map[string]int // by priority, as View.Queued
+	LeasedBytes int64          // Σ of the GPUs' LeasedBytes
+	HeldBytes   int64          // Σ of the GPUs' HeldBytes
+	Stats       Stats
 }
 
+// summary is O(GPUs): what GET /v1/status and the systemd status line need
+// without assembling every lease.
 func (f *frame) summary() Summary {
-	s := Summary{Taken: f.hdr.Taken, Provider: f.hdr.Provider, GPUs: f.gpus.n, Leases: tsize(f.cpu), Queued: tsize(f.queue)}
+	s := Summary{Taken: f.hdr.Taken, Provider: f.hdr.Provider, GPUs: f.gpus.n, Leases: tsize(f.cpu), CPULeases: tsize(f.cpu), Queued: tsize(f.queue),
+		QueuedBy: map[string]int{"low": f.queued[0], "normal": f.queued[1], "high": f.queued[2]}, Stats: f.hdr.Stats}
 	for i := 0; i < f.gpus.n; i++ {
-		s.Leases += tsize(f.gpus.chunks[i/chunkLen][i%chunkLen].leases)
+		g := f.gpus.chunks[i/chunkLen][i%chunkLen]
+		s.Leases += tsize(g.leases)
+		s.LeasedBytes += g.acct.LeasedBytes
+		s.HeldBytes += f.hold[g.acct.UUID]
 	}
 	return s
 }

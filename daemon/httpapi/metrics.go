@@ -13,7 +13,12 @@ import (
 )
 
 // viewer gives the engine's published view.
-type viewer interface{ View() placement.View }
+// viewer is what a scrape reads: per-GPU accounts and counts, O(GPUs), no
+// lease copied.
+type viewer interface {
+	Accounts() ([]placement.Account, string)
+	Summary() placement.Summary
+}
 
 // metrics is the daemon's Prometheus registry: the placement state, read
 // from the engine's view at scrape time, and request latency.
@@ -75,14 +80,15 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector from one engine view.
+// Collect implements prometheus.Collector from the engine's published
+// accounts and summary.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	v := m.eng.View()
+	accts, _ := m.eng.Accounts()
+	sum := m.eng.Summary()
 	gauge := func(d *prometheus.Desc, val float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, val, labels...)
 	}
-	gpuLeases := 0
-	for _, g := range v.GPUs {
+	for _, g := range accts {
 		idx := strconv.Itoa(g.Index)
 		for kind, val := range map[string]int64{
 			"total": g.TotalBytes, "used": g.UsedBytes, "free": g.FreeBytes, "reserved": g.ReservedBytes,
@@ -95,15 +101,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ok = 1
 		}
 		gauge(m.gpuOK, ok, idx, g.UUID, g.Name, g.Reason)
-		gpuLeases += len(g.Leases)
 	}
-	gauge(m.leases, float64(gpuLeases), "granted", "gpu")
-	gauge(m.leases, float64(len(v.CPU)), "granted", "cpu")
-	gauge(m.leases, float64(len(v.Queue)), "queued", "")
-	for p, n := range v.Queued {
+	gauge(m.leases, float64(sum.Leases-sum.CPULeases), "granted", "gpu")
+	gauge(m.leases, float64(sum.CPULeases), "granted", "cpu")
+	gauge(m.leases, float64(sum.Queued), "queued", "")
+	for p, n := range sum.QueuedBy {
 		gauge(m.queue, float64(n), p)
 	}
-	st := v.Stats
+	st := sum.Stats
 	for name, val := range map[string]uint64{
 		"requests": st.Requests, "grants": st.Grants, "rejections": st.Rejections, "releases": st.Releases,
 		"expiries": st.Expiries, "overruns": st.Overruns, "renewals": st.Renewals,

@@ -29,6 +29,8 @@ type Engine interface {
 	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
+	Summary() placement.Summary
+	Accounts() ([]placement.Account, string)
 	Ping(ctx context.Context) error
 }
 

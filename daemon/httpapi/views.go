@@ -55,18 +55,13 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) statusBody() api.Status {
-	v := s.eng.View()
-	st := api.Status{
+	v := s.eng.Summary() // counts and sums: no lease is copied
+	return api.Status{
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
-		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: len(v.GPUs), Leases: len(v.CPU),
-		QueueLength: len(v.Queue), QueueByPrio: v.Queued, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
+		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: v.GPUs, Leases: v.Leases,
+		QueueLength: v.Queued, QueueByPrio: v.QueuedBy, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
+		LeasedBytes: v.LeasedBytes, HeldBytes: v.HeldBytes,
 	}
-	for _, g := range v.GPUs {
-		st.Leases += len(g.Leases)
-		st.LeasedBytes += g.LeasedBytes
-		st.HeldBytes += g.HeldBytes
-	}
-	return st
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

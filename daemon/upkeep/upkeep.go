@@ -26,6 +26,7 @@ type Engine interface {
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	Observe(ctx context.Context, snap inventory.Snapshot, attrs ...placement.Attribution) error
 	View() placement.View
+	Accounts() ([]placement.Account, string)
 	Owners(ctx context.Context, pids []int) (map[int]placement.Owner, int, error)
 }
 

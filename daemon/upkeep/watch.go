@@ -103,7 +103,8 @@ func (u *Upkeep) learn(l placement.Lease) {
 		return
 	}
 	key := *l.EstimateKey
-	key.GPUModel, key.Driver = l.GPUName, estimator.DriverMajor(u.opts.Engine.View().Driver)
+	_, driver := u.opts.Engine.Accounts() // not View: that copies every lease
+	key.GPUModel, key.Driver = l.GPUName, estimator.DriverMajor(driver)
 	if err := u.opts.Store.RecordPeak(key, l.PeakBytes); err != nil {
 		u.log.Warn("cannot record measured peak", "lease", l.ID, "err", err)
 		return
