@@ -65,7 +65,7 @@ type journalEntry struct {
 }
 
 // lingerDelay bounds how long a change nobody waits for stays uncommitted.
-const lingerDelay = 5 * time.Millisecond
+const lingerDelay = 2 * time.Millisecond
 
 func newJournal(store Store) *journal {
 	j := &journal{}
