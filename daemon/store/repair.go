@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -96,16 +97,8 @@ func foldInto(tx *bolt.Tx, pending map[string]*placement.Lease, rep *Repaired) e
 	if err != nil {
 		return err
 	}
-	for id, l := range pending {
-		if l == nil {
-			if err := b.Delete([]byte(id)); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
-			return err
-		}
+	if err := writeNet(b, slices.Sorted(maps.Keys(pending)), pending); err != nil {
+		return err
 	}
 	rep.Leases = 0
 	if err := b.ForEach(func(_, _ []byte) error { rep.Leases++; return nil }); err != nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,6 +37,11 @@ type DB struct {
 	wal  *wal
 	seq  uint64 // the commit epoch (epoch.go)
 	path string
+	// folded is the set of lease IDs in bbolt, read at the first fold and
+	// kept by each: a lease granted and released within one journal never
+	// reached bbolt, and its deletion is dropped instead of looked up there
+	// (with grant+release churn, most of a journal).
+	folded map[string]struct{}
 }
 
 var _ placement.Store = (*DB)(nil)
@@ -295,6 +299,25 @@ func (d *DB) Apply(changes []placement.Change) error {
 	return nil
 }
 
+// writeNet writes the journal's net changes for ids (in key order: bbolt
+// inserts into sorted pages, and keys in map order cost a copy of the page's
+// tail each — seconds of memmove at 100k) into the leases bucket.
+func writeNet(b *bolt.Bucket, ids []string, pending map[string]*placement.Lease) error {
+	for _, id := range ids {
+		l := pending[id]
+		if l == nil {
+			if err := b.Delete([]byte(id)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // compact writes the journal's changes into bbolt in one transaction, then
 // empties the journal. A crash between the two replays the journal over
 // what bbolt already has: the same result.
@@ -305,29 +328,39 @@ func (d *DB) compact() error {
 	next := d.seq + 1
 	// In key order: bbolt inserts into sorted pages, and keys in map order
 	// cost a copy of the page's tail each (seconds of memmove at 100k).
-	ids := slices.Sorted(maps.Keys(d.wal.pending))
+	folded := d.folded
+	var ids []string
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		if err := putBoltSeq(tx, next); err != nil {
 			return err
 		}
 		b := tx.Bucket(bucketLeases)
-		for _, id := range ids {
-			l := d.wal.pending[id]
-			if l == nil {
-				if err := b.Delete([]byte(id)); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
+		if folded == nil {
+			folded = map[string]struct{}{}
+			if err := b.ForEach(func(k, _ []byte) error { folded[string(k)] = struct{}{}; return nil }); err != nil {
 				return err
 			}
 		}
-		return nil
+		ids = ids[:0]
+		for id, l := range d.wal.pending {
+			if _, in := folded[id]; l != nil || in {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return writeNet(b, ids, d.wal.pending)
 	})
 	if err != nil {
 		return fmt.Errorf("compact lease journal: %w", err)
 	}
+	for _, id := range ids {
+		if d.wal.pending[id] == nil {
+			delete(folded, id)
+		} else {
+			folded[id] = struct{}{}
+		}
+	}
+	d.folded = folded
 	d.seq = next
 	if err := writeEpoch(d.dir, next); err != nil { // bbolt one ahead is safe
 		return fmt.Errorf("compact lease journal: %w", err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -57,4 +58,49 @@ func BenchmarkJournalCommit(b *testing.B) {
 	b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "prealloc-ns/commit")
 	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N), "append-ns/commit")
 	b.ReportMetric(float64(tw)/float64(ta), "prealloc/append")
+}
+
+// BenchmarkCompaction times one fold of a full journal into bbolt (what a
+// commit that crosses walCompactBytes waits for) after a grant+release churn
+// of distinct leases, the journal's worst case: every record a new ID, and
+// next to it one grant+release commit, the usual cost. It reports both and
+// the ratio.
+func BenchmarkCompaction(b *testing.B) {
+	var fold, commit time.Duration
+	var changes int
+	for range b.N {
+		b.StopTimer()
+		db, err := Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := lease("l-0")
+		for i := 0; db.wal.size+2*int64(len(appendRecord(nil, walRecord{Put: &l}))) < walCompactBytes; i++ {
+			l.ID = fmt.Sprintf("l-%08d", i)
+			if err := db.Apply([]placement.Change{{Put: &l}, {Delete: l.ID}}); err != nil {
+				b.Fatal(err)
+			}
+			changes += 2
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		l.ID = "l-last" // four records: past walCompactBytes, this commit folds
+		if err := db.Apply([]placement.Change{{Put: &l}, {Delete: l.ID}, {Put: &l}, {Delete: l.ID}}); err != nil {
+			b.Fatal(err)
+		}
+		if db.wal.size != 0 {
+			b.Fatalf("journal at %d bytes: the commit did not fold", db.wal.size)
+		}
+		t1 := time.Now()
+		if err := db.Apply([]placement.Change{{Put: &l}, {Delete: l.ID}}); err != nil {
+			b.Fatal(err)
+		}
+		fold, commit = fold+t1.Sub(t0), commit+time.Since(t1)
+		b.StopTimer()
+		_ = db.Close()
+	}
+	b.ReportMetric(float64(fold.Nanoseconds())/float64(b.N), "fold-ns")
+	b.ReportMetric(float64(commit.Nanoseconds())/float64(b.N), "commit-ns")
+	b.ReportMetric(float64(fold)/float64(commit), "fold/commit")
+	b.ReportMetric(float64(changes)/float64(b.N), "changes/fold")
 }

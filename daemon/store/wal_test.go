@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/placement"
+	bolt "go.etcd.io/bbolt"
 )
 
 func lease(id string) placement.Lease {
@@ -210,4 +211,64 @@ func TestJournalUnsafeNoFsync(t *testing.T) {
 		t.Errorf("leases %v, want [l-nosync]", got)
 	}
 	_ = db.Close()
+}
+
+// TestFoldDropsDeletionsBboltNeverHad: a fold skips the deletions of leases
+// that never reached bbolt, and still deletes those that did — in bbolt
+// before this process opened it (read at the first fold), or folded by it.
+func TestFoldDropsDeletionsBboltNeverHad(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := lease("l-old")
+	if err := db.PutLease(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // folds l-old into bbolt
+		t.Fatal(err)
+	}
+	if db, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	fold := func() {
+		t.Helper()
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if err := db.compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid, churn := lease("l-mid"), lease("l-churn")
+	for _, c := range []placement.Change{{Delete: old.ID}, {Put: &mid}, {Put: &churn}, {Delete: churn.ID}} {
+		if err := db.Apply([]placement.Change{c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold()
+	if _, ok := db.folded[churn.ID]; ok || len(db.folded) != 1 {
+		t.Fatalf("bbolt holds %v after the fold, want only l-mid", db.folded)
+	}
+	if err := db.DeleteLease(mid.ID); err != nil {
+		t.Fatal(err)
+	}
+	fold()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	re, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	if got := ids(t, re); len(got) != 0 {
+		t.Errorf("leases %v after their deletions were folded, want none", got)
+	}
+	var inBolt int
+	if err := re.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeases).ForEach(func(_, _ []byte) error { inBolt++; return nil })
+	}); err != nil || inBolt != 0 {
+		t.Errorf("bbolt holds %d leases (%v), want 0", inBolt, err)
+	}
 }
