@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,35 +21,14 @@ import (
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
-var execOnce struct {
-	sync.Once
-	dir string
-	err error
-}
+// execPlugins holds wsched-backend-exec and the fake backend, built once
+// per test binary into a plugin directory of their own.
+var execPlugins pluginBuild
 
-// execBackendDir builds wsched-backend-exec and the fake backend once per
-// test binary into a plugin directory of their own.
 func execBackendDir(t *testing.T) string {
-	t.Helper()
-	execOnce.Do(func() {
-		dir, err := os.MkdirTemp(fakeRoot, "wsched-exec-plugins-")
-		if err != nil {
-			execOnce.err = err
-			return
-		}
-		_ = os.Chmod(dir, 0o755)
-		for _, b := range [][2]string{{plugintest.FakeBinaryName, plugintest.FakePackage}, {"wsched-backend-exec", "github.com/wsched/wsched/cmd/wsched-backend-exec"}} {
-			if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1]).CombinedOutput(); err != nil {
-				execOnce.err = fmt.Errorf("build %s: %v\n%s", b[0], err, out)
-				return
-			}
-		}
-		execOnce.dir = dir
-	})
-	if execOnce.err != nil {
-		t.Fatal(execOnce.err)
-	}
-	return execOnce.dir
+	return execPlugins.dir(t, "wsched-exec-plugins-",
+		[2]string{plugintest.FakeBinaryName, plugintest.FakePackage},
+		[2]string{"wsched-backend-exec", "github.com/wsched/wsched/cmd/wsched-backend-exec"})
 }
 
 // execDaemon serves one 24 GiB simulated GPU with model "sensevoice" (the

@@ -25,33 +25,43 @@ import (
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
-var fakeOnce struct {
-	sync.Once
-	dir string
-	err error
+// fakePlugins holds the scripted fake backend, built once per test binary
+// into a plugin directory of its own.
+var fakePlugins pluginBuild
+
+func fakeBackendDir(t *testing.T) string {
+	return fakePlugins.dir(t, "wsched-fake-plugins-", [2]string{plugintest.FakeBinaryName, plugintest.FakePackage})
 }
 
-// fakeBackendDir builds the scripted fake backend once per test binary into
-// a plugin directory of its own.
-func fakeBackendDir(t *testing.T) string {
+// pluginBuild builds backends (name, package) into a plugin directory
+// under fakeRoot, once per test binary.
+type pluginBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (p *pluginBuild) dir(t *testing.T, prefix string, bins ...[2]string) string {
 	t.Helper()
-	fakeOnce.Do(func() {
-		dir, err := os.MkdirTemp(fakeRoot, "wsched-fake-plugins-")
+	p.once.Do(func() {
+		dir, err := os.MkdirTemp(fakeRoot, prefix)
 		if err != nil {
-			fakeOnce.err = err
+			p.err = err
 			return
 		}
 		_ = os.Chmod(dir, 0o755)
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, plugintest.FakeBinaryName), plugintest.FakePackage).CombinedOutput()
-		if err != nil {
-			fakeOnce.err = fmt.Errorf("build fake backend: %v\n%s", err, out)
+		for _, b := range bins {
+			if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1]).CombinedOutput(); err != nil {
+				p.err = fmt.Errorf("build %s: %v\n%s", b[0], err, out)
+				return
+			}
 		}
-		fakeOnce.dir = dir
+		p.path = dir
 	})
-	if fakeOnce.err != nil {
-		t.Fatal(fakeOnce.err)
+	if p.err != nil {
+		t.Fatal(p.err)
 	}
-	return fakeOnce.dir
+	return p.path
 }
 
 // jobDaemon serves one 24 GiB simulated GPU, the fake backend, and a model
