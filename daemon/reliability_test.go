@@ -185,13 +185,7 @@ func relLeases(t *testing.T, mod func(*config.Config)) (string, bool) {
 // relStalledUpload: what a stalled upload gets within 2 s.
 func relStalledUpload(t *testing.T, mod func(*config.Config)) (string, bool) {
 	td := startDaemon(t, 1, 8*GiB, mod)
-	conn, err := net.Dial("unix", td.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "POST /v1/jobs HTTP/1.1\r\nHost: wsched\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: 100000\r\n\r\n"+
-		"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nRIFF....")
+	conn := stalledUpload(t, td)
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -95,15 +95,23 @@ func TestSpoolDirAndQuota(t *testing.T) {
 	}
 }
 
-func TestStalledUploadIsCut(t *testing.T) {
-	td := startDaemon(t, 1, 8*GiB, func(c *config.Config) { c.Jobs.UploadTimeout = units.Duration(200 * time.Millisecond) })
+// stalledUpload starts an upload of 100,000 bytes that sends a few and
+// stops; the connection is closed when the test ends.
+func stalledUpload(t *testing.T, td *testDaemon) net.Conn {
+	t.Helper()
 	conn, err := net.Dial("unix", td.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	fmt.Fprint(conn, "POST /v1/jobs HTTP/1.1\r\nHost: wsched\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: 100000\r\n\r\n"+
 		"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nRIFF....")
+	return conn
+}
+
+func TestStalledUploadIsCut(t *testing.T) {
+	td := startDaemon(t, 1, 8*GiB, func(c *config.Config) { c.Jobs.UploadTimeout = units.Duration(200 * time.Millisecond) })
+	conn := stalledUpload(t, td)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,4 +104,52 @@ func BenchmarkCompaction(b *testing.B) {
 	b.ReportMetric(float64(commit.Nanoseconds())/float64(b.N), "commit-ns")
 	b.ReportMetric(float64(fold)/float64(commit), "fold/commit")
 	b.ReportMetric(float64(changes)/float64(b.N), "changes/fold")
+}
+
+// BenchmarkJournalCommitAfterIdle times one-record commits that each
+// follow gap of idleness (WSCHED_BENCH_IDLE, default 10ms; the gap itself
+// is not timed), as a lone grant or a dispatch after a quiet spell sees
+// them, and reports the median and 99th percentile next to the same
+// commits back to back.
+func BenchmarkJournalCommitAfterIdle(b *testing.B) {
+	gap := 10 * time.Millisecond
+	if v := os.Getenv("WSCHED_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gap = d
+	}
+	w, err := openWAL(filepath.Join(b.TempDir(), WALName), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.close()
+	l := lease("l-bench")
+	change := []placement.Change{{Put: &l}}
+	commit := func(pause time.Duration) time.Duration {
+		time.Sleep(pause)
+		t0 := time.Now()
+		if err := w.append(change); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	idle, busy := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		d := commit(gap)
+		b.StartTimer()
+		idle, busy = append(idle, d), append(busy, commit(0))
+	}
+	b.StopTimer()
+	pct := func(ds []time.Duration, p float64) float64 {
+		slices.Sort(ds)
+		return float64(ds[int(p*float64(len(ds)-1))].Nanoseconds())
+	}
+	b.ReportMetric(pct(idle, 0.5), "idle-p50-ns")
+	b.ReportMetric(pct(idle, 0.99), "idle-p99-ns")
+	b.ReportMetric(pct(busy, 0.5), "busy-p50-ns")
+	b.ReportMetric(pct(idle, 0.5)/pct(busy, 0.5), "idle/busy-p50")
 }
