@@ -14,7 +14,7 @@ import (
 	"github.com/wsched/wsched/placement/inventory"
 )
 
-func uid(n int) func(*Request)      { return func(r *Request) { r.Holder.UID = n } }
+func uid(n int) func(*Request)       { return func(r *Request) { r.Holder.UID = n } }
 func limits(l Limits) func(*Request) { return func(r *Request) { r.Limits = l } }
 
 // uidUse returns uid's row of the view (zero when it has none).
@@ -44,7 +44,7 @@ func TestReclaimForStarvingHead(t *testing.T) {
 		idle := r.acquire(req(4 * GiB))
 		r.setReclaimable(idle.ID, true)
 		head := r.acquireAsync(req(7*GiB, wait(10*time.Minute))) // 2 GiB free; the idle 4 are not enough
-		time.Sleep(36 * time.Second)                               // past backfill_window: 7 GiB held for it
+		time.Sleep(36 * time.Second)                             // past backfill_window: 7 GiB held for it
 		if v := r.view(); len(v.Held) != 1 {
 			t.Fatalf("held %+v; want the head's 7 GiB", v.Held)
 		}
