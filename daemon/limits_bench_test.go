@@ -109,7 +109,7 @@ func cyclesAs(tb testing.TB, dir, socket string, n int, asNobody bool) float64 {
 // benchDaemon serves one simulated 80 GiB GPU on dir/w.sock as the test
 // harness's daemons do, logging warnings only (debug lines would be
 // measured); stop ends it.
-func benchDaemon(b *testing.B, dir string) (d *Daemon, socket string, stop func()) {
+func benchDaemon(b testing.TB, dir string) (d *Daemon, socket string, stop func()) {
 	cfg := config.Defaults()
 	cfg.Daemon.StateDir = filepath.Join(b.TempDir(), "state")
 	cfg.Daemon.Socket = filepath.Join(dir, "w.sock")
