@@ -87,9 +87,6 @@ func (s *state) changeUID(uid int, f func(*uidAcct)) {
 	case was && !is:
 		s.activeUIDs--
 	}
-	if !u.active() && u.leases == 0 && u.use < 1e-3 {
-		delete(s.uids, uid) // nothing left to show or count
-	}
 	s.uidsDirty = true
 }
 
@@ -267,8 +264,13 @@ type uidFrame struct {
 // uidFrame returns the uids to publish, copied only when they changed.
 func (s *state) uidFrame() uidFrame {
 	if s.uidsDirty || s.pubUIDs == nil {
+		now, hl := s.now(), s.halfLife()
 		rows := make([]uidRow, 0, len(s.uids))
 		for uid, u := range s.uids {
+			if u.leases == 0 && !u.active() && now.Sub(u.at) > hl && u.useAt(now, hl) < 1e-3 {
+				delete(s.uids, uid) // idle for a half-life, its use gone: nothing to show or count
+				continue
+			}
 			rows = append(rows, uidRow{uid: uid, a: *u})
 		}
 		slices.SortFunc(rows, func(a, b uidRow) int { return cmp.Compare(a.uid, b.uid) })
