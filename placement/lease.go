@@ -94,9 +94,9 @@ type Lease struct {
 	Reclaimable      bool      `json:"reclaimable,omitempty"`
 	ReclaimableSince time.Time `json:"reclaimable_since,omitzero"`
 
-	// limits are the request's [limits]: a resize that grows the lease is
-	// held to them too (not stored: a restored lease has none).
-	limits Limits
+	// limitBytes is the request's [limits] bytes: a resize that grows the
+	// lease is held to it too (not stored: a restored lease has none).
+	limitBytes int64
 }
 
 // Active reports whether the lease holds memory.

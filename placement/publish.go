@@ -122,7 +122,7 @@ func (s *state) frame() *frame {
 	}
 	if s.queue.len() > 0 {
 		_, f.hold, f.heldOn = s.plan(now)
-		f.fair = s.fairness(now)
+		f.fair = s.fairness(now).clone()
 	}
 	f.uids = s.uidFrame()
 	return f

@@ -65,6 +65,7 @@ type state struct {
 	activeUIDs int
 	sumUsable  int64
 	uidsDirty  bool
+	fair       fairness // the queue's order at the latest plan (uids.go)
 	pubUIDs    []uidRow
 	expiry     deadlines[string]
 	deadlines  deadlines[*waiter]
@@ -169,7 +170,7 @@ func (s *state) submit(req Request, reply chan<- result) string {
 		s.reject(w, err)
 		return l.ID
 	}
-	l.limits = req.Limits
+	l.limitBytes = req.Limits.Bytes
 	if req.Device.Kind == device.CPU {
 		s.grant(w, Account{Index: -1, UUID: CPU})
 		return l.ID

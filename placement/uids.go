@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -135,13 +136,13 @@ func (s *state) admit(l *Lease, lim Limits) error {
 
 // admitGrowth checks a resize that grows l by delta against its limits.
 func (s *state) admitGrowth(l *Lease, delta int64) error {
-	if l.limits.Bytes <= 0 || l.GPU == CPU {
+	if l.limitBytes <= 0 || l.GPU == CPU {
 		return nil
 	}
 	u := s.uids[l.Holder.UID]
-	if held := u.bytes + u.queuedBytes; held+delta > l.limits.Bytes {
+	if held := u.bytes + u.queuedBytes; held+delta > l.limitBytes {
 		return fmt.Errorf("%w: uid %d holds %s and waits for %s; growing by %s would pass [limits] bytes (%s)", ErrLimit, l.Holder.UID,
-			units.FormatBytes(u.bytes), units.FormatBytes(u.queuedBytes), units.FormatBytes(delta), units.FormatBytes(l.limits.Bytes))
+			units.FormatBytes(u.bytes), units.FormatBytes(u.queuedBytes), units.FormatBytes(delta), units.FormatBytes(l.limitBytes))
 	}
 	return nil
 }
@@ -155,9 +156,15 @@ type fairness struct {
 	agingDur time.Duration
 }
 
-// fairness takes the uids' use at now.
+// fairness takes the uids' use at now into s.fair (reused: the owner
+// loop plans often, and one plan needs one); callers must not keep it.
 func (s *state) fairness(now time.Time) *fairness {
-	f := &fairness{use: make(map[int]float64, len(s.uids)), now: now, agingDur: s.opts.Leases.Aging.D()}
+	f := &s.fair
+	if f.use == nil {
+		f.use = map[int]float64{}
+	}
+	clear(f.use)
+	f.now, f.agingDur = now, s.opts.Leases.Aging.D()
 	f.minUse = [3]float64{math.Inf(1), math.Inf(1), math.Inf(1)}
 	hl := s.halfLife()
 	for uid, u := range s.uids {
@@ -173,6 +180,13 @@ func (s *state) fairness(now time.Time) *fairness {
 		}
 	}
 	return f
+}
+
+// clone copies f for a published frame.
+func (f *fairness) clone() *fairness {
+	c := *f
+	c.use = maps.Clone(f.use)
+	return &c
 }
 
 // effective is a request's priority at f's time: raised one class per
