@@ -78,7 +78,7 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	reg, err := models.Load(ctx, cfg.Models)
+	reg, err := models.Load(ctx, cfg.Models, backendSet(ctx, cfg.Backends))
 	if err != nil {
 		return err
 	}
