@@ -39,7 +39,7 @@ func checkEntry(key string, e config.Model, d descriptor.Descriptor) error {
 	switch {
 	case path == "":
 		return confval.Bad(key+"."+pathKey, "is empty: backend %q loads a model from it", d.Name)
-	case d.Profile == "" && e.Memory <= 0:
+	case !d.Sized() && e.Memory <= 0:
 		return confval.Bad(key+".memory", "is required for backend %q: no estimator profile sizes its models; measure the peak (wsched run, then wsched leases) and set it, e.g. memory = \"6GiB\"", d.Name)
 	case e.VAD && !d.VAD || e.VADModel != "" && !d.VAD:
 		return confval.Bad(key+".vad", "backend %q cannot do voice activity detection; remove vad and vad_model", d.Name)

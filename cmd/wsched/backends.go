@@ -122,6 +122,9 @@ func renderBackends(w io.Writer, b api.Backends) error {
 			if be.Error != "" {
 				notes = append(notes, "! "+be.Error)
 			}
+			if be.Descriptor != nil {
+				notes = append(notes, describeNotes(*be.Descriptor)...)
+			}
 			t.add([]string{be.Name, orDash(be.Version), orDash(strings.Join(be.ModelFormats, ",")), orDash(strings.Join(be.Devices, ",")), be.Path}, notes...)
 		}
 		if err := t.render(w, "  "); err != nil {

@@ -11,6 +11,7 @@
 package descriptor
 
 import (
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,6 +48,10 @@ type Descriptor struct {
 	// Profile is the estimator profile that sizes its models
 	// ("whisper.cpp", "sherpa-onnx"); "": an entry must set memory.
 	Profile string `json:"profile,omitempty"`
+	// Memory sizes the models of a backend without a Profile: a lease of
+	// BaseBytes plus PerModelByte × the model's size on disk. nil (and no
+	// profile): an entry must set memory.
+	Memory *MemoryRule `json:"memory,omitempty"`
 	// BestOf is how many decoders a lease reserves for (whisper.cpp's
 	// temperature fallback re-allocates the KV cache for best_of + 2); 0:
 	// the profile's default.
@@ -65,6 +70,20 @@ type Descriptor struct {
 	// entry's path is then an option).
 	PathKey string `json:"path_key,omitempty"`
 }
+
+// MemoryRule sizes a model from its size on disk.
+type MemoryRule struct {
+	BaseBytes    int64   `json:"base_bytes"`
+	PerModelByte float64 `json:"per_model_byte"`
+}
+
+// Bytes is the lease for a model of size bytes on disk.
+func (r MemoryRule) Bytes(size int64) int64 {
+	return r.BaseBytes + int64(math.Ceil(r.PerModelByte*float64(size)))
+}
+
+// Sized reports whether d's models are sized without an entry's memory.
+func (d Descriptor) Sized() bool { return d.Profile != "" || d.Memory != nil }
 
 // IsZero reports whether d says nothing (an old backend sends none).
 func (d Descriptor) IsZero() bool { return d.Name == "" }
