@@ -147,6 +147,13 @@ func listFiles(dir string) []string {
 	return names
 }
 
+// Inspect is the model called name at path as backend d serves it: its
+// size and what is read for sizing (a ggml header, ONNX initializers), or
+// its Problem. `wsched estimate` reads a model directory with it.
+func Inspect(name, path string, d descriptor.Descriptor) Model {
+	return inspect(Model{Name: name, Backend: d.Name, Path: path, Descriptor: d})
+}
+
 // inspect fills the size, and what the daemon reads of the formats the
 // backend loads (a ggml header, ONNX initializers), or the problem.
 func inspect(m Model) Model {
