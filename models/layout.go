@@ -15,11 +15,6 @@ import (
 	"github.com/wsched/wsched/plugins/descriptor"
 )
 
-// TestFilePrefix starts the names of whisper.cpp's weightless test models
-// (for-tests-ggml-NAME.bin: real headers and vocabularies, no weights),
-// which `models pull` never writes.
-const TestFilePrefix = "for-tests-"
-
 // fromEntry is the model of a [[models.model]] entry: its backend's
 // descriptor, its checked options, what it loads, inspected.
 func fromEntry(e config.Model, key string, backends descriptor.Set) Model {

@@ -126,7 +126,7 @@ func TestLookup(t *testing.T) {
 		msg  string
 	}{
 		{"x", ErrUnavailable, `model "x": not a whisper.cpp ggml model file (bad magic): model unavailable`},
-		{"y", ErrUnavailable, `model "y": backend "b" (known: exec, sherpa-onnx, whisper.cpp): unknown backend: model unavailable`},
+		{"y", ErrUnavailable, `model "y": backend "b" (known: exec, sherpa-onnx, whisper.cpp): no such backend: model unavailable`},
 		{"z", ErrUnknownModel, `model "z" (known: x, y): unknown model`},
 	}
 	for _, tt := range tests {
