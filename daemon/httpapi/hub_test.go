@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,6 +119,17 @@ func TestHubCapsStreamsPerUID(t *testing.T) {
 			t.Fatalf("uid %d: %v", p.UID, err)
 		}
 		defer cancel()
+	}
+	// The TCP token's bearer (no credentials) is one user too.
+	for range 2 {
+		_, cancel, err := h.subscribe(ctx, Peer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+	}
+	if _, _, err := h.subscribe(ctx, Peer{}); err == nil || !strings.Contains(err.Error(), "the TCP token has 2 event streams open") {
+		t.Fatalf("third stream of the TCP token: %v, want limit_exceeded", err)
 	}
 	// A cancelled stream frees its place.
 	_, cancel, _ := h.subscribe(ctx, Peer{UID: 1002, Known: true})

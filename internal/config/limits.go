@@ -55,13 +55,16 @@ func connDefaults(d *Daemon) {
 	d.WriteTimeout = units.Duration(30 * time.Second)
 	d.MaxConnections = 4096
 	d.MaxConnectionsPerUID = 64
+	d.TCPMaxConnections = 256
+	d.TCPHeaderTimeout = units.Duration(5 * time.Second)
 }
 
 func (d Daemon) validateConns() error {
 	for _, v := range []struct {
 		key string
 		d   units.Duration
-	}{{"idle_timeout", d.IdleTimeout}, {"header_timeout", d.HeaderTimeout}, {"body_timeout", d.BodyTimeout}, {"write_timeout", d.WriteTimeout}} {
+	}{{"idle_timeout", d.IdleTimeout}, {"header_timeout", d.HeaderTimeout}, {"body_timeout", d.BodyTimeout}, {"write_timeout", d.WriteTimeout},
+		{"tcp_header_timeout", d.TCPHeaderTimeout}} {
 		if v.d <= 0 {
 			return bad("daemon."+v.key, "%s is not allowed: want a duration above 0", v.d)
 		}
@@ -71,6 +74,8 @@ func (d Daemon) validateConns() error {
 		return bad("daemon.max_connections", "%d is not allowed: want 0 (no limit) or more", d.MaxConnections)
 	case d.MaxConnectionsPerUID < 0:
 		return bad("daemon.max_connections_per_uid", "%d is not allowed: want 0 (no limit) or more", d.MaxConnectionsPerUID)
+	case d.TCPMaxConnections < 0:
+		return bad("daemon.tcp_max_connections", "%d is not allowed: want 0 (no limit) or more", d.TCPMaxConnections)
 	}
 	return nil
 }
