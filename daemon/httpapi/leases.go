@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -48,10 +47,8 @@ func (s *Server) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Reque
 	if req.Holder, err = s.resolveHolder(peer, body.Holder); err != nil {
 		return req, nil, err
 	}
-	for k := range body.Labels {
-		if strings.HasPrefix(k, "wsched.") {
-			return req, nil, badRequest("invalid_field", "field labels: %q: labels starting with \"wsched.\" are the daemon's own", k)
-		}
+	if err := checkLabels(body.Labels); err != nil {
+		return req, nil, err
 	}
 	req.Labels = body.Labels
 	var est any
