@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +16,12 @@ import (
 
 // tcpFlood opens n TCP connections that send half a request and wait (no
 // token ever arrives), and returns how many the daemon answered at once
-// with 503 (beyond its TCP budget); the others stay open until the test
-// closes them.
+// with 503 (beyond its TCP budget), read from all together within 500 ms
+// (well inside tcp_header_timeout, which would free places); the others
+// stay open until the test closes them.
 func tcpFlood(t *testing.T, addr string, n int) (refused int) {
 	t.Helper()
+	var conns []net.Conn
 	for range n {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -26,14 +29,27 @@ func tcpFlood(t *testing.T, addr string, n int) (refused int) {
 		}
 		t.Cleanup(func() { conn.Close() })
 		fmt.Fprint(conn, "GET /healthz HTTP/1.1\r\nHost: wsched\r\n")
-		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
-				refused++
-			}
-		}
+		conns = append(conns, conn)
 	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for _, conn := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = conn.SetReadDeadline(deadline)
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	return refused
 }
 

@@ -31,8 +31,10 @@ type monitorEvent struct {
 // events (accountsDelay after its first event), and a full "gpus" frame at
 // most every fullEvery while anything changed. A frame's cost thus does not
 // grow with the leases, but for the full ones.
+// Placement frames are flushed flushDelay after the first of a batch.
 const (
 	accountsDelay = 50 * time.Millisecond
+	flushDelay    = 10 * time.Millisecond
 	fullEvery     = 5 * time.Second
 )
 
@@ -99,6 +101,14 @@ type monitorStream struct {
 }
 
 func (m *monitorStream) send(event string, v any) error {
+	if err := m.write(event, v); err != nil {
+		return err
+	}
+	return m.rc.Flush()
+}
+
+// write writes a frame without flushing it.
+func (m *monitorStream) write(event string, v any) error {
 	m.seq++
 	if m.enc == nil {
 		m.enc = newSSEEncoder()
@@ -106,7 +116,28 @@ func (m *monitorStream) send(event string, v any) error {
 	if err := m.enc.write(m.w, m.seq, event, v); err != nil {
 		return fmt.Errorf("write %s frame: %w", event, err)
 	}
-	return m.rc.Flush()
+	return nil
+}
+
+// placements writes the placement frame of ev and of the events already
+// waiting behind it, unflushed: the caller flushes within flushDelay, so
+// that under a burst a stream makes one write per batch, not per event. It
+// reports whether the stream's events closed (the stream lagged).
+func (m *monitorStream) placements(ev placement.Event, placed <-chan placement.Event) (closed bool, err error) {
+	for {
+		if err := m.write("placement", monitorEvent{Event: eventFor(m.peer, ev)}); err != nil {
+			return false, err
+		}
+		var ok bool
+		select {
+		case ev, ok = <-placed:
+			if !ok {
+				return true, nil
+			}
+		default:
+			return false, nil
+		}
+	}
 }
 
 // run forwards events until the client goes away or a source closes. A new
@@ -123,6 +154,10 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 	burst.Stop()
 	defer burst.Stop()
 	var burstC <-chan time.Time // armed while a burst's accounts are due
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	var flushC <-chan time.Time // armed while placement frames wait in the buffer
 	lastFull, changed, idle := time.Now(), false, 0
 	for {
 		var err error
@@ -134,14 +169,25 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 				_ = m.send("lagged", struct{}{})
 				return
 			}
-			err = m.send("placement", monitorEvent{Event: eventFor(m.peer, ev)})
+			var closed bool
+			if closed, err = m.placements(ev, placed); closed && err == nil {
+				_ = m.send("lagged", struct{}{})
+				return
+			}
+			if flushC == nil {
+				flush.Reset(flushDelay)
+				flushC = flush.C
+			}
 			if changed = true; burstC == nil {
 				burst.Reset(accountsDelay)
 				burstC = burst.C
 			}
+		case <-flushC:
+			flushC = nil
+			err = m.rc.Flush()
 		case <-burstC:
 			burstC = nil
-			err = m.accounts(ctx)
+			err = m.accounts()
 		case ev, ok := <-jobEvents:
 			if !ok {
 				_ = m.send("lagged", struct{}{})
@@ -184,12 +230,11 @@ func (m *monitorStream) keepalive(every time.Duration, idle *int) error {
 	return m.rc.Flush()
 }
 
-// accounts sends each GPU's accounting as the burst's last step left it:
-// Ping returns after the engine's current step, which publishes it. O(GPUs).
-func (m *monitorStream) accounts(ctx context.Context) error {
-	if err := m.s.eng.Ping(ctx); err != nil {
-		return fmt.Errorf("wait for the placement step: %w", err)
-	}
+// accounts sends each GPU's accounting as last published, accountsDelay
+// after a burst's first event: the engine is not entered (no Ping), so
+// monitors cost its owner loop nothing; a step still unpublished then shows
+// in the next frame. O(GPUs).
+func (m *monitorStream) accounts() error {
 	accts, _ := m.s.eng.Accounts()
 	out := api.MonitorAccounts{Accounts: make([]api.Account, 0, len(accts))}
 	for _, a := range accts {
