@@ -170,7 +170,8 @@ func (r *reservation) release() {
 
 // spoolWriter writes an upload into its spool file within its
 // reservation, reserving more as the data streams in (spoolChunk at a
-// time, no more than limit in all).
+// time, no more than limit in all; near the quota or the floor, just what
+// each write needs).
 type spoolWriter struct {
 	f       *os.File
 	res     *reservation
@@ -180,8 +181,11 @@ type spoolWriter struct {
 
 func (w *spoolWriter) Write(p []byte) (int, error) {
 	if need := int64(len(p)) - w.res.held; need > 0 {
-		grow := max(need, min(spoolChunk, w.limit-w.written-w.res.held))
-		if err := w.res.grow(grow); err != nil {
+		err := w.res.grow(max(need, min(spoolChunk, w.limit-w.written-w.res.held)))
+		if err != nil { // near the quota or the floor: only what this write needs
+			err = w.res.grow(need)
+		}
+		if err != nil {
 			w.res.failed = err
 			return 0, err
 		}

@@ -122,3 +122,30 @@ func TestNoSpaceIs507(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedUploadReservesAsItGrows: a body of unknown length reserves
+// room as it streams; past the quota it stops with 507, leaves no file,
+// and gives its reservation back.
+func TestStreamedUploadReservesAsItGrows(t *testing.T) {
+	s, dir := spoolServer(t, func(c *config.Config) {
+		c.Jobs.MinFreeDisk, c.Jobs.MaxUpload, c.Jobs.SpoolQuota = 0, units.Bytes(3<<20), units.Bytes(1<<20)
+	})
+	_, err := s.saveUpload(strings.NewReader(strings.Repeat("x", 3<<19)), 3<<20)
+	var he *httpError
+	if !errors.As(err, &he) || he.status != http.StatusInsufficientStorage || !strings.Contains(err.Error(), "upload stopped at") {
+		t.Fatalf("1.5 MiB streamed against a 1 MiB quota: %v, want 507 upload stopped", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("%d files left in the spool", len(entries))
+	}
+	if got := s.spool.pending.Load(); got != 0 {
+		t.Errorf("%d bytes still reserved", got)
+	}
+	path, err := s.saveUpload(strings.NewReader(strings.Repeat("x", 900<<10)), 3<<20)
+	if err != nil {
+		t.Fatalf("900 KiB streamed within the quota: %v", err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != 900<<10 || s.spool.pending.Load() != 0 {
+		t.Errorf("saved %v (%v), %d bytes still reserved", st, err, s.spool.pending.Load())
+	}
+}
