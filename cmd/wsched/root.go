@@ -38,7 +38,7 @@ would pick.`,
 	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
 	root.AddCommand(newRunCmd(a), newBenchCmd(a))
 	root.AddCommand(newTranscribeCmd(a), newJobsCmd(a), newJobCmd(a), newCancelCmd(a))
-	root.AddCommand(newBackendsCmd(a), newTopCmd(a))
+	root.AddCommand(newBackendsCmd(a), newTopCmd(a), newMonitorCmd(a))
 	root.AddCommand(newModelsCmd(a))
 	root.AddCommand(newK8sCmd(a), newStateCmd(a))
 	return root
