@@ -13,9 +13,10 @@ GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -n
 all: build
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN)/ ./cmd/wsched
 
 # Runs the daemon in the foreground (Ctrl-C stops it), with the whisper.cpp
 # backend from bin/ (plugins: libwhisper is installed first when missing). As
