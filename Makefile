@@ -21,8 +21,17 @@ build:
 # Runs the daemon in the foreground (Ctrl-C stops it), with the whisper.cpp
 # backend from bin/ (plugins: libwhisper is installed first when missing). As
 # root it serves /run/wsched/wsched.sock, otherwise $$XDG_RUNTIME_DIR/wsched.sock.
-run: build plugins
-	$(BIN)/wsched serve $(if $(CONFIG),--config $(CONFIG))
+# Without CONFIG it runs testdata/dev.toml: simulated GPUs (where the NVIDIA
+# driver's NVML library is installed, a copy with provider "auto": the real
+# ones), and the weightless whisper.cpp test models of ../shared when present.
+DEV_MODELS := $(wildcard ../shared/models/whisper-empty)
+DEV_NVML   := $(shell ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1 ' && echo yes)
+DEV_CONFIG := $(if $(DEV_NVML),$(BIN)/dev-nvml.toml,testdata/dev.toml)
+run: build plugins $(if $(CONFIG),,$(DEV_CONFIG))
+	$(if $(CONFIG),,$(if $(DEV_MODELS),WSCHED_MODELS_DIR=$(abspath $(DEV_MODELS)) ))$(BIN)/wsched serve --config $(or $(CONFIG),$(DEV_CONFIG))
+
+$(BIN)/dev-nvml.toml: testdata/dev.toml
+	mkdir -p $(BIN) && sed 's/^provider = "sim"$$/provider = "auto"/' $< >$@
 
 # The README's test command: everything CI checks.
 test: deps fmt-check vet staticcheck gotest
