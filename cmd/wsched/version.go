@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -121,6 +122,9 @@ func (a *app) versionReport(ctx context.Context) versionReport {
 	for i, bin := range found {
 		wg.Go(func() {
 			v := backendVersion{Name: bin.Name, Path: bin.Path}
+			if abs, err := filepath.Abs(bin.Path); err == nil {
+				v.Path = abs
+			}
 			res, err := host.Check(ctx, bin.Path, nil, timeout)
 			if err != nil {
 				v.Error = err.Error()
