@@ -43,15 +43,15 @@ stops it. For a browser elsewhere: ssh -L PORT:127.0.0.1:PORT, then the URL.`,
 }
 
 func (a *app) monitor(ctx context.Context, listen string) error {
+	if err := loopbackOnly(listen); err != nil {
+		return err
+	}
 	c, _, err := a.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if _, err := c.Status(ctx); err != nil {
-		return err
-	}
-	if err := loopbackOnly(listen); err != nil {
 		return err
 	}
 	l, err := net.Listen("tcp", listen)

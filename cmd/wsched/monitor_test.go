@@ -174,3 +174,14 @@ func TestMonitorInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorListenLoopbackOnly: the cookie is the only guard, so the page
+// is never served where another machine could reach it.
+func TestMonitorListenLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", "192.0.2.1:8080", ":8080"} {
+		_, _, err := runCLI(t, nil, "monitor", "--listen", addr)
+		if err == nil || !strings.Contains(err.Error(), "want a loopback address") {
+			t.Errorf("--listen %s: %v", addr, err)
+		}
+	}
+}
