@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,12 @@ func TestMakeRunCommand(t *testing.T) {
 		t.Skip("make not found")
 	}
 	last := func(args ...string) string {
-		out, err := exec.Command("make", append([]string{"-s", "-n", "-C", repoRoot, "--no-print-directory", "run"}, args...)...).Output()
+		cmd := exec.Command("make", append([]string{"-s", "-n", "-C", repoRoot, "--no-print-directory", "run"}, args...)...)
+		// Not the flags of a make that runs this test (make test): its jobserver is not ours.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+		})
+		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("make -n run %s: %v", strings.Join(args, " "), err)
 		}
