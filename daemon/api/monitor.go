@@ -7,7 +7,7 @@ import "time"
 // event (its lease, as it is after the change, is the delta), an
 // "accounts" frame after a burst of events (each GPU's accounting), a
 // "readings" frame at each new GPU reading (each GPU's reading and
-// accounting and the held memory, no leases), and a full "gpus" frame now
+// accounting, the held memory and the per-uid use, no leases), and a full "gpus" frame now
 // and then (every few seconds while anything changes) that a client adopts
 // whole. The cost of a frame thus does not
 // grow with the number of leases, except the rare full ones. A client
@@ -41,6 +41,8 @@ type MonitorReadings struct {
 	Taken time.Time    `json:"taken"`
 	GPUs  []MonitorGPU `json:"gpus"`
 	Held  []Hold       `json:"held"`
+	// UIDs is each uid's holdings, use and share, as in GPUs.
+	UIDs []UIDUse `json:"uids"`
 }
 
 // MonitorGPU is one GPU in a "readings" frame.

@@ -119,7 +119,7 @@ func (m *monitorState) applyAccounts(a api.MonitorAccounts) {
 // applyReadings adopts a "readings" frame's readings, accounts and holds.
 func (m *monitorState) applyReadings(a api.MonitorReadings) {
 	g := &m.GPUs
-	g.Taken, g.Held = a.Taken, a.Held
+	g.Taken, g.Held, g.UIDs = a.Taken, a.Held, a.UIDs
 	g.GPUs = slices.Clone(g.GPUs)
 	for _, r := range a.GPUs {
 		if i := gpuByUUID(g, r.UUID); i >= 0 {

@@ -244,9 +244,9 @@ func (m *monitorStream) accounts() error {
 }
 
 // readingsBody is a "readings" frame: each GPU's reading, accounting and
-// held memory, and the holds; no leases.
+// held memory, the holds and the per-uid use; no leases.
 func readingsBody(v placement.View) api.MonitorReadings {
-	out := api.MonitorReadings{Taken: v.Taken, GPUs: make([]api.MonitorGPU, 0, len(v.GPUs)), Held: []api.Hold{}}
+	out := api.MonitorReadings{Taken: v.Taken, GPUs: make([]api.MonitorGPU, 0, len(v.GPUs)), Held: []api.Hold{}, UIDs: uidUses(v.UIDs)}
 	index := map[string]int{}
 	for _, g := range v.GPUs {
 		gpu := convert.GPU(g.Reading, g.Account, nil)

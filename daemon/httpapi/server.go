@@ -117,7 +117,6 @@ type Server struct {
 	log      *slog.Logger
 	procRoot string
 	metrics  *metrics
-	pending  inflight  // lease requests per uid ([limits] queued)
 	hub      *hub      // the event streams' one engine subscription
 	spool    spoolBook // spool bytes reserved for uploads in progress
 }

@@ -210,7 +210,7 @@
     });
     on("readings", (r) => {
       if (!state.gpus) return;
-      state.gpus.taken = r.taken; state.gpus.held = r.held;
+      state.gpus.taken = r.taken; state.gpus.held = r.held; state.gpus.uids = r.uids;
       applyGPUs(state.gpus, r.gpus, true);
       record(state.gpus); renderSoon();
     });
