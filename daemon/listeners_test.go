@@ -147,3 +147,30 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// TestTokenStreamsLimited: the TCP token's bearer is limited like one uid:
+// [limits] token_subscribers streams, then 429.
+func TestTokenStreamsLimited(t *testing.T) {
+	td := startDaemon(t, 1, 8*GiB, func(c *config.Config) {
+		c.Daemon.HTTPListen, c.Daemon.HTTPToken = "127.0.0.1:0", testToken
+		c.Limits.TokenSubscribers = 2
+	})
+	var got []int
+	for range 3 {
+		conn, err := net.Dial("tcp", td.d.tcpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET /v1/monitor/events HTTP/1.1\r\nHost: wsched\r\nAuthorization: Bearer %s\r\n\r\n", testToken)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.StatusCode)
+	}
+	if fmt.Sprint(got) != "[200 200 429]" {
+		t.Errorf("3 monitor streams over TCP with token_subscribers 2: %v, want [200 200 429]", got)
+	}
+}

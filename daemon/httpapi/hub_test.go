@@ -25,7 +25,7 @@ func (f *feedEngine) Subscribe(ctx context.Context, _ ...placement.EventType) (<
 
 func startHub(t *testing.T, perUID int) (*hub, *feedEngine) {
 	eng := &feedEngine{events: make(chan placement.Event)}
-	h := newHub(eng, perUID)
+	h := newHub(eng, perUID, perUID)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.run(ctx) }()

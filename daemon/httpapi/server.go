@@ -134,7 +134,7 @@ func New(opts Options) *Server {
 		s.procRoot = "/proc"
 	}
 	s.metrics = newMetrics(s.eng, s.jobs)
-	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers)
+	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers, s.cfg.Limits.TokenSubscribers)
 	return s
 }
 

@@ -21,8 +21,12 @@ type Limits struct {
 	ActiveJobs int `toml:"active_jobs"`
 	// StoredJobs bounds the jobs of one uid kept, finished ones included.
 	StoredJobs int `toml:"stored_jobs"`
-	// Subscribers bounds the /v1/events streams of one uid.
+	// Subscribers bounds the event streams (/v1/events, the monitor's) of
+	// one uid.
 	Subscribers int `toml:"subscribers"`
+	// TokenSubscribers bounds those of the TCP token's bearer: all TCP
+	// clients together count as one user.
+	TokenSubscribers int `toml:"token_subscribers"`
 	// MinLease is the smallest GPU lease a request may ask for.
 	MinLease units.Bytes `toml:"min_lease"`
 	// PriorityGroup names the group whose members (and root) may ask for
@@ -31,7 +35,7 @@ type Limits struct {
 }
 
 func defaultLimits() Limits {
-	return Limits{Leases: 256, Queued: 64, ActiveJobs: 32, StoredJobs: 1000, Subscribers: 16,
+	return Limits{Leases: 256, Queued: 64, ActiveJobs: 32, StoredJobs: 1000, Subscribers: 16, TokenSubscribers: 16,
 		MinLease: units.Bytes(units.MiB), PriorityGroup: ""}
 }
 
@@ -39,7 +43,8 @@ func (l Limits) validate() error {
 	for _, v := range []struct {
 		key string
 		n   int
-	}{{"leases", l.Leases}, {"queued", l.Queued}, {"active_jobs", l.ActiveJobs}, {"stored_jobs", l.StoredJobs}, {"subscribers", l.Subscribers}} {
+	}{{"leases", l.Leases}, {"queued", l.Queued}, {"active_jobs", l.ActiveJobs}, {"stored_jobs", l.StoredJobs}, {"subscribers", l.Subscribers},
+		{"token_subscribers", l.TokenSubscribers}} {
 		if v.n < 0 {
 			return bad("limits."+v.key, "%d is not allowed: want 0 (no limit) or more", v.n)
 		}
