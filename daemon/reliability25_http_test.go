@@ -94,8 +94,9 @@ func relEstimateFIFO(t *testing.T) (string, bool) {
 	if ctx.Err() != nil {
 		return "still running after 10 s", false
 	}
-	said := strings.Contains(string(out), "is not a regular file")
-	return fmt.Sprintf("exit %v in %s, %q", exitCode(err), time.Since(start).Round(time.Millisecond), firstLine(string(out), 40)), err != nil && said
+	_, said, found := strings.Cut(string(out), "is not a regular file")
+	said, _, _ = strings.Cut(said, ";")
+	return fmt.Sprintf("exit %v in %s: not a regular file%s", exitCode(err), time.Since(start).Round(time.Millisecond), said), err != nil && found
 }
 
 func exitCode(err error) int {

@@ -313,8 +313,17 @@ func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, f
 // notRegular refuses a FIFO, socket or device named by --model: reading
 // one could block forever.
 func notRegular(path string, mode fs.FileMode) error {
-	return fmt.Errorf("estimate: model %s is not a regular file (%s); --model takes a ggml .bin file or a known model name: %s",
-		path, mode.Type(), knownModelNames())
+	kind := "special file"
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		kind = "FIFO"
+	case mode&fs.ModeSocket != 0:
+		kind = "socket"
+	case mode&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return fmt.Errorf("estimate: model %s is not a regular file (a %s); --model takes a ggml .bin file or a known model name: %s",
+		path, kind, knownModelNames())
 }
 
 // readModelFile reads a model file's header. It opens without blocking
