@@ -370,8 +370,12 @@ func renderJob(w io.Writer, j api.Job) error {
 func newCancelCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Cancel a queued or running job",
-		Args:  cobra.ExactArgs(1),
+		Short: "Cancel a queued or running job, or delete a finished one",
+		Long: `Cancel a queued or running job: it stops, and stays listed as cancelled until the
+daemon's [jobs] result_ttl. A finished job (completed, failed or cancelled) is
+deleted with its result instead, which frees its place under [limits]
+stored_jobs and [jobs] max_jobs; so cancel twice to remove a running job.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, _, err := a.client()
 			if err != nil {
@@ -379,6 +383,10 @@ func newCancelCmd(a *app) *cobra.Command {
 			}
 			j, err := c.CancelJob(cmd.Context(), args[0])
 			if err != nil {
+				return err
+			}
+			if j.Deleted {
+				_, err = fmt.Fprintf(a.out, "%s deleted (it was %s)\n", j.ID, j.State)
 				return err
 			}
 			_, err = fmt.Fprintf(a.out, "%s %s\n", j.ID, j.State)

@@ -41,7 +41,16 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", plugins.ErrBadRequest, err))
 	}
-	texts := make([]string, 0, sc.segments)
+	if v := f.setting(Progress, req.Extra); v != "" {
+		p, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fail(fmt.Errorf("%w: setting %s: %w", plugins.ErrBadRequest, Progress, err))
+		}
+		if err := emit(plugins.ProgressEvent(p)); err != nil {
+			return fail(err)
+		}
+	}
+	texts := make([]string, 0, min(sc.segments, 1024))
 	for i := range sc.segments {
 		if i == sc.crashAfter {
 			crash(sc.crashMode)
