@@ -101,6 +101,7 @@ func (s *mstate) dispatch() {
 			return cmp.Or(cmp.Compare(b.job.Spec.Priority, a.job.Spec.Priority), a.job.Created.Compare(b.job.Created))
 		})
 		e := s.pending[0]
+		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
 		s.pending = s.pending[1:]
 		ctx, cancel := context.WithCancel(s.ctx)
 		e.cancel, e.running = cancel, true
