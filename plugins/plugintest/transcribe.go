@@ -41,21 +41,20 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", plugins.ErrBadRequest, err))
 	}
+	progress := func(p float64) float64 { return p }
 	if v := f.setting(Progress, req.Extra); v != "" {
-		p, err := strconv.ParseFloat(v, 64)
+		fixed, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return fail(fmt.Errorf("%w: setting %s: %w", plugins.ErrBadRequest, Progress, err))
 		}
-		if err := emit(plugins.ProgressEvent(p)); err != nil {
-			return fail(err)
-		}
+		progress = func(float64) float64 { return fixed }
 	}
 	texts := make([]string, 0, min(sc.segments, 1024))
 	for i := range sc.segments {
 		if i == sc.crashAfter {
 			crash(sc.crashMode)
 		}
-		if err := emit(plugins.ProgressEvent(100 * float64(i) / float64(sc.segments))); err != nil {
+		if err := emit(plugins.ProgressEvent(progress(100 * float64(i) / float64(sc.segments)))); err != nil {
 			return fail(err)
 		}
 		if err := sleep(ctx, sc.delay); err != nil {
@@ -70,7 +69,7 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if sc.crashAfter == sc.segments {
 		crash(sc.crashMode)
 	}
-	if err := emit(plugins.ProgressEvent(100)); err != nil {
+	if err := emit(plugins.ProgressEvent(progress(100))); err != nil {
 		return fail(err)
 	}
 	lang := req.Language
