@@ -177,6 +177,15 @@ func (m *Manager) Submit(ctx context.Context, spec Spec) (Job, error) {
 	return out, cmp.Or(derr, err)
 }
 
+// Admit checks, without submitting, that a job of owner uid would be
+// admitted now ([jobs] max_jobs and the owner's limits): an early answer
+// before an upload is read. Submit checks again, atomically.
+func (m *Manager) Admit(ctx context.Context, uid int) error {
+	var err error
+	derr := m.do(ctx, func(s *mstate) { err = s.admit(uid) })
+	return cmp.Or(derr, err)
+}
+
 // Get returns a job.
 func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	var out Job

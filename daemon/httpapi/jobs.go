@@ -115,7 +115,7 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	if err := s.admitJob(r.Context(), peer); err != nil {
+	if err := s.admitJobs(r.Context(), peer); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -140,6 +140,17 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.removeFile(uploaded)
 	writeError(w, err)
+}
+
+// admitJobs answers a submission that would be refused before its audio is
+// read: [limits] (admitJob), then the job manager's own count — the table's
+// size, and the limits of uids and of the TCP token, which Submit checks
+// again atomically.
+func (s *Server) admitJobs(ctx context.Context, p Peer) error {
+	if err := s.admitJob(ctx, p); err != nil {
+		return err
+	}
+	return jobErrorOrNil(s.jobs.Admit(ctx, owner(p).UID))
 }
 
 // readJobRequest takes the JSON body, or a multipart form whose "file" part

@@ -37,6 +37,7 @@ type Engine interface {
 // Jobs is the job manager as the API uses it (*jobs.Manager).
 type Jobs interface {
 	Submit(ctx context.Context, spec jobs.Spec) (jobs.Job, error)
+	Admit(ctx context.Context, uid int) error
 	Get(ctx context.Context, id string) (jobs.Job, error)
 	List(ctx context.Context) ([]jobs.Job, error)
 	Cancel(ctx context.Context, id string) (jobs.Job, error)
