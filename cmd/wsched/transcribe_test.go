@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,29 @@ func TestTranscribeBadAudioOneLine(t *testing.T) {
 	}
 	if strings.Contains(text, filepath.Join(e.dir, "state")) || strings.Contains(text, "upload") {
 		t.Errorf("the error names the daemon's spool copy:\n%s", text)
+	}
+}
+
+// TestCancelDeletesFinished: `wsched cancel ID` on a finished job deletes
+// it (DELETE /v1/jobs/ID), and the job is gone from `wsched jobs`.
+func TestCancelDeletesFinished(t *testing.T) {
+	e := newE2E(t)
+	audio := e.withFakeBackend(t)
+	e.serve()
+	if out, err := e.wsched("transcribe", audio).CombinedOutput(); err != nil {
+		t.Fatalf("transcribe: %v\n%s", err, out)
+	}
+	c := e.client()
+	defer c.Close()
+	js, err := c.Jobs(context.Background())
+	if err != nil || len(js) != 1 {
+		t.Fatalf("jobs: %v %v", js, err)
+	}
+	out, err := e.wsched("cancel", js[0].ID).CombinedOutput()
+	if want := js[0].ID + " deleted (it was completed)\n"; err != nil || string(out) != want {
+		t.Errorf("cancel of a completed job: %v %q, want %q", err, out, want)
+	}
+	if out, err := e.wsched("jobs").CombinedOutput(); err != nil || !strings.Contains(string(out), "no jobs") {
+		t.Errorf("jobs after the delete: %v\n%s", err, out)
 	}
 }
