@@ -21,14 +21,14 @@ import (
 
 // relIssue25Jobs adds the rows of issue 25 for the job table, NaN/Inf and result bounds (items 10, 14, 16).
 func relIssue25Jobs(rec *relRecorder) {
-	rec.pair("TCP token fills the job table", "token's 100 jobs (table 100), then root's", relJobTable,
+	rec.pair("token fills job table", "token's 100 jobs (table 100), then root's", relJobTable,
 		func(b, a string) bool {
 			return strings.HasSuffix(b, "root 503") && strings.HasPrefix(a, "10 of 100") && strings.HasSuffix(a, "root 202")
 		})
 	rec.single("DELETE a finished job", "answer, then GET", "issue: 409 job_finished", relDeleteFinished)
 	rec.single("backend reports NaN progress", "GET /v1/jobs, monitor, after a restart", "issue: 200 empty body, stream died, not persisted", relNaNProgress)
 	rec.single("vad_threshold=NaN in a form", "answer", "issue: 500", relNaNForm)
-	rec.pair("backend returns 150k segments", "job; heap the job keeps (freed by DELETE); GET", relSegments,
+	rec.pair("150k segments", "job; heap the job keeps (freed by DELETE); GET", relSegments,
 		func(b, a string) bool {
 			return strings.HasPrefix(b, "completed") && strings.HasPrefix(a, "failed ([jobs] max_segments)")
 		})
