@@ -143,13 +143,10 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // admitJobs answers a submission that would be refused before its audio is
-// read: [limits] (admitJob), then the job manager's own count — the table's
-// size, and the limits of uids and of the TCP token, which Submit checks
-// again atomically.
+// read: the job table's size ([jobs] max_jobs) and the owner's [limits]
+// (active_jobs and stored_jobs per uid, token_… for the TCP token), counted
+// by the job manager, which Submit checks again atomically.
 func (s *Server) admitJobs(ctx context.Context, p Peer) error {
-	if err := s.admitJob(ctx, p); err != nil {
-		return err
-	}
 	return jobErrorOrNil(s.jobs.Admit(ctx, owner(p).UID))
 }
 

@@ -137,14 +137,12 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	done, err := s.admitLease(peer, req)
-	if err != nil {
+	if err := s.admitLease(peer, &req); err != nil {
 		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "err", err)
 		writeError(w, err)
 		return
 	}
 	l, err := s.eng.Acquire(r.Context(), req)
-	done()
 	if err != nil {
 		s.log.Debug("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)

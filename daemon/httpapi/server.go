@@ -119,8 +119,7 @@ type Server struct {
 	log      *slog.Logger
 	procRoot string
 	metrics  *metrics
-	pending  inflight // lease requests per uid ([limits] queued)
-	hub      *hub     // the event streams' one engine subscription
+	hub      *hub // the event streams' one engine subscription
 }
 
 // New returns the API over opts' components.

@@ -14,6 +14,9 @@ type Limits struct {
 	Leases int `toml:"leases"`
 	// Queued bounds the lease requests of one uid waiting at once.
 	Queued int `toml:"queued"`
+	// Bytes bounds the GPU memory of one uid: granted leases plus waiting
+	// requests.
+	Bytes units.Bytes `toml:"bytes"`
 	// ActiveJobs bounds the jobs of one uid not yet finished.
 	ActiveJobs int `toml:"active_jobs"`
 	// StoredJobs bounds the jobs of one uid kept, finished ones included.
@@ -45,6 +48,9 @@ func (l Limits) validate() error {
 		if v.n < 0 {
 			return bad("limits."+v.key, "%d is not allowed: want 0 (no limit) or more", v.n)
 		}
+	}
+	if l.Bytes < 0 {
+		return bad("limits.bytes", "%s is not allowed: want 0 (no limit) or more", l.Bytes.Exact())
 	}
 	if l.MinLease < 0 {
 		return bad("limits.min_lease", "%s is not allowed: want 0 or more", l.MinLease.Exact())
