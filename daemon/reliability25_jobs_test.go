@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/jobs"
@@ -25,6 +28,7 @@ func relIssue25Jobs(rec *relRecorder) {
 		func(b, a string) bool {
 			return strings.HasSuffix(b, "root 503") && strings.HasPrefix(a, "10 of 100") && strings.HasSuffix(a, "root 202")
 		})
+	rec.single("60 jobs at once, one uid", "admitted against [limits] active_jobs = 32", "issue: 60 of 60", relJobBurst)
 	rec.single("DELETE a finished job", "answer, then GET", "issue: 409 job_finished", relDeleteFinished)
 	rec.single("backend reports NaN progress", "GET /v1/jobs, monitor, after a restart", "issue: 200 empty body, stream died, not persisted", relNaNProgress)
 	rec.single("vad_threshold=NaN in a form", "answer", "issue: 500", relNaNForm)
@@ -81,6 +85,27 @@ func relJobTable(t *testing.T, mod func(*config.Config)) (string, bool) {
 	}
 	status, _ := td.raw("POST", "/v1/jobs", fmt.Sprintf(`{"audio_path": %q}`, audio))
 	return fmt.Sprintf("%d of 100 accepted (%d × 429); root %d", counts[http.StatusAccepted], counts[http.StatusTooManyRequests], status), true
+}
+
+// relJobBurst: uid nobody posts 60 jobs at once while a root lease fills
+// the GPU (so none finishes); [limits] active_jobs is 32.
+func relJobBurst(t *testing.T) (string, bool) {
+	plugins := fakeBackendDir(t)
+	td, dir := asNobody(t, func(c *config.Config) {
+		c.Backends.PluginDir, c.Backends.DevDirs = plugins, nil
+		c.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: "/dev/null", Memory: units.Bytes(GiB)}}
+		c.Models.Default = "fake-tiny"
+	})
+	if _, err := td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 8 * GiB}); err != nil {
+		t.Fatal(err)
+	}
+	audio := filepath.Join(dir, "a.wav")
+	if err := os.WriteFile(audio, []byte("RIFF fake audio"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runAsNobody(t, dir, td.socket, "/v1/jobs", 60, fmt.Sprintf(`{"audio_path": %q}`, audio), true)
+	admitted, refused := strings.Count(got, "202/"), strings.Count(got, "429/limit_exceeded")
+	return fmt.Sprintf("%d of 60 (%d refused 429)", admitted, refused), admitted == 32 && refused == 28
 }
 
 // relDeleteFinished: DELETE of a completed job, then GET; DELETE of a
@@ -245,5 +270,11 @@ func TestNaNInForm(t *testing.T) {
 func TestResultBounded(t *testing.T) {
 	if fig, _ := relSegments(t, shipped); !strings.HasPrefix(fig, "failed ([jobs] max_segments)") {
 		t.Errorf("150k segments: %s", fig)
+	}
+}
+
+func TestJobBurstOneUID(t *testing.T) {
+	if fig, ok := relJobBurst(t); !ok {
+		t.Error(fig)
 	}
 }
