@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"os"
@@ -111,4 +112,28 @@ func TestPackagedConfig(t *testing.T) {
 	if _, err := PackagedConfig([]byte("[backends]\n")); err == nil {
 		t.Error("PackagedConfig of a file without the lines succeeded")
 	}
+}
+
+// FuzzRunpath: the ELF reading behind PrivateLibs and SetRunpath never panics on a damaged file, and
+// a runpath it finds lies inside the file.
+func FuzzRunpath(f *testing.F) {
+	if data, err := os.ReadFile("/usr/bin/true"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "elf")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, _ = elfNeeds(path)
+		ef, err := elf.NewFile(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		off, old, err := runpathOffset(ef)
+		if err == nil && (off < 0 || off+int64(len(old)) > int64(len(data))) {
+			t.Errorf("runpath %q at %d outside the file (%d bytes)", old, off, len(data))
+		}
+	})
 }

@@ -174,8 +174,15 @@ cleanup() {
 		tail -n 40 "$LOGS/checks.log" 2>/dev/null || true
 	fi
 	findmnt -rno TARGET | grep -q "^$ROOT" || rm -rf "$WORK"
+	# the cgroups nspawn ran in, deepest first, once the container's are gone (which can take a moment
+	# after a forced halt)
 	for c in "${CGROUPS[@]}"; do
-		find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || say "cgroup $c not empty: left in place"
+		for _ in $(seq 1 50); do
+			find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+			[ -d "$c" ] || break
+			sleep 0.2
+		done
+		[ ! -d "$c" ] || say "cgroup $c not empty: left in place"
 	done
 	exit $rc
 }
