@@ -246,7 +246,7 @@ check "packaged configuration: models in /var/lib/wsched/models, no development 
 # --- socket activation and discovery, as_user alice (group wsched) and bob (not) ------------------------------
 t=$(date +%s.%N)
 for line in "${user_lines[@]}"; do
-	check "README as_user alice: $line (no WSCHED_SOCKET: finds /run/wsched/wsched.sock)" as_user alice "$line | grep -q socket-activated"
+	check "README as alice: $line (no WSCHED_SOCKET: finds /run/wsched/wsched.sock)" as_user alice "$line | grep -q socket-activated"
 done
 say "first connection to an answer: $(elapsed "$t") s"
 check "alice without a login session (no XDG_RUNTIME_DIR) finds it too" inside runuser -u alice -- wsched status
@@ -318,13 +318,13 @@ mkdir -p "$ROOT/var/lib/wsched/models/sensevoice-onnx"
 (cd "$SRC" && timeout 300 go run packaging/test/gensensevoice/main.go "$ROOT/var/lib/wsched/models/sensevoice-onnx") >>"$LOGS/checks.log" 2>&1 ||
 	bad "generate the SenseVoice model (go run packaging/test/gensensevoice/main.go)"
 install -m 0644 -o "$(inside id -u alice)" "$SHARED/audio/jfk.wav" "$ROOT/home/alice/jfk.wav"
-check "wsched config check (as_user alice) accepts the edited configuration" as_user alice 'wsched config check >/dev/null'
+check "wsched config check (as alice) accepts the edited configuration" as_user alice 'wsched config check >/dev/null'
 check "systemctl restart wsched" inside systemctl restart wsched
 check "backend directories of the packaged daemon: /usr/lib/wsched/plugins only" as_user alice \
 	'wsched backends | tee -a /dev/stderr | grep "^Backend directories" | grep -qx "Backend directories: /usr/lib/wsched/plugins"'
 for m in tiny:whisper sensevoice:exec sensevoice-onnx:sherpa; do
 	t=$(date +%s.%N)
-	check "transcribe jfk.wav as_user alice through the $m backend (model ${m%%:*})" as_user alice "cd && wsched transcribe --model ${m%%:*} --format json jfk.wav"
+	check "transcribe jfk.wav as alice through the $m backend (model ${m%%:*})" as_user alice "cd && wsched transcribe --model ${m%%:*} --format json jfk.wav"
 	say "  ${m#*:}: $(elapsed "$t") s"
 done
 check "exec: the app answered on loopback (its transcript names the bytes it got)" as_user alice 'cd && wsched transcribe --model sensevoice jfk.wav | grep -q "bytes=352078"'
