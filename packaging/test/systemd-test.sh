@@ -149,7 +149,7 @@ boot() {
 # its PID namespace — killing only nspawn would leave that init behind, orphaned, in the cgroups.
 halt_container() {
 	{ [ -n "$NSPAWN_PID" ] && kill -0 "$NSPAWN_PID" 2>/dev/null; } || return 0
-	timeout 20 nsenter -t "$LEADER" -a -- systemctl poweroff >/dev/null 2>&1 || true
+	timeout 10 nsenter -t "$LEADER" -a -- systemctl poweroff --no-block >/dev/null 2>&1 || true
 	for _ in $(seq 1 50); do kill -0 "$NSPAWN_PID" 2>/dev/null || break; sleep 0.2; done
 	# (only while it is still nspawn's child: never a recycled PID)
 	if [ "$(ps -o ppid= -p "$LEADER" 2>/dev/null | tr -d ' ')" = "$NSPAWN_PID" ]; then kill -KILL "$LEADER" 2>/dev/null || true; fi
