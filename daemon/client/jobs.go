@@ -154,8 +154,7 @@ func (c *Client) PassJob(ctx context.Context, path string, req api.JobRequest) (
 	ctx, cancel := c.bounded(ctx, 0)
 	defer cancel()
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: DialTimeout}
-		conn, err := d.DialContext(ctx, "unix", c.socket)
+		conn, err := c.dial(ctx)
 		if err != nil {
 			return nil, err
 		}
