@@ -23,7 +23,7 @@ func fullLease() placement.Lease {
 	return placement.Lease{ID: "l-full", State: placement.StateGranted, GPU: "GPU-a", GPUIndex: 3, GPUName: "H100",
 		GPUTotalBytes: 80 << 30, Bytes: 4 << 30, Device: device.Spec{Kind: device.UUID, Index: 2, UUID: "GPU-5a1c0a4e-0000-1111-2222-333344445555"},
 		Priority: placement.High, Holder: placement.Holder{PID: 42, UID: 1000, Name: "asr", StartTicks: 1 << 40},
-		PIDs: []int{43, -1, 1 << 30}, TTL: time.Minute, Created: at(1), Granted: at(2), Expires: at(3), Ended: at(4),
+		PIDs: []int{43, -1, 1 << 30}, PIDStarts: map[int]uint64{43: 1 << 41, -1: 0}, TTL: time.Minute, Created: at(1), Granted: at(2), Expires: at(3), Ended: at(4),
 		Reason: "released", UsedBytes: 3 << 30, PeakBytes: 5 << 30, Overrun: true, Labels: map[string]string{"a": "1", "": "é"},
 		EstimateKey: &estimator.Key{Backend: "whisper", Model: "large-v3", Precision: "f16", Beam: 5, Batch: 2, GPUModel: "H100", Driver: "550"},
 		Reclaimable: true, ReclaimableSince: at(5)}
@@ -85,7 +85,12 @@ func TestLeasesStoredAsJSONStillRead(t *testing.T) {
 	if err := Put(db.Bolt(), bucketLeases, old.ID, old); err != nil { // Put writes JSON
 		t.Fatal(err)
 	}
-	if err := Delete(db.Bolt(), bucketMeta, string(formatKey)); err != nil { // as before the binary form
+	for _, k := range [][]byte{formatKey, keyJournal} { // as before the binary form and the journal header
+		if err := Delete(db.Bolt(), bucketMeta, string(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, EpochName)); err != nil {
 		t.Fatal(err)
 	}
 	db.wal.close()
@@ -130,7 +135,7 @@ func TestLeasesStoredAsJSONStillRead(t *testing.T) {
 	defer db.Close()
 	err = db.Bolt().View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
-			if v[0] != leaseV1 {
+			if v[0] != leaseV2 {
 				t.Errorf("lease %s still stored as %q…", k, v[:1])
 			}
 			return nil
