@@ -115,7 +115,7 @@ func checkJournal(dir string, x expect, r *Report) (map[string]*placement.Lease,
 		return nil, nil
 	}
 	head, ok := decodeHead(data)
-	if ok && !(x.gen > 0 && head.gen+1 == x.gen) { // else a fold the next start finishes
+	if ok && !(x.gen > 0 && head.gen+1 == x.gen && nextJournalReady(dir, x)) { // else a fold the next start finishes
 		if err := checkHead(path, head, x); err != nil {
 			r.Problems = append(r.Problems, err.Error())
 		}

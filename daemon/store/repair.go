@@ -159,7 +159,7 @@ func foldInto(tx *bolt.Tx, leases map[string]*placement.Lease, rep *Repaired) er
 	if err := writeNet(b, slices.Sorted(maps.Keys(leases)), leases); err != nil {
 		return err
 	}
-	rep.Leases = b.Stats().KeyN
+	rep.Leases = len(leases)
 	for _, put := range []func(*bolt.Tx) error{
 		func(tx *bolt.Tx) error { return putBoltSeq(tx, 1) },
 		func(tx *bolt.Tx) error { return putBoltGen(tx, 1) },

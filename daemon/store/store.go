@@ -96,6 +96,9 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 func (d *DB) open(ep epoch) error {
 	var x expect
 	err := guard(func() error { return initBolt(d.db, &x) })
+	if err == nil {
+		err = guard(func() error { return checkPages(d.db) })
+	}
 	if err == nil && x.size > 0 {
 		if fi, serr := os.Stat(d.path); serr == nil && fi.Size() < x.size {
 			err = fmt.Errorf("%w: the file is %d bytes but its pages reach %d (cut short); %s", ErrDamaged, fi.Size(), x.size, damagedHint)
@@ -149,6 +152,18 @@ func initBolt(db *bolt.DB, x *expect) error {
 		return err
 	}
 	return db.Update(initLeases) // the buckets, and leases of an earlier version rewritten once
+}
+
+// checkPages runs bbolt's consistency check over every page: a damaged
+// page that the start does not read (the freelist a later write allocates
+// from, another bucket) is refused now rather than met as a panic later.
+func checkPages(db *bolt.DB) error {
+	return db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("%w: page check: %w; %s", ErrDamaged, err, damagedHint)
+		}
+		return nil
+	})
 }
 
 // Close compacts the lease journal into the database and closes both.

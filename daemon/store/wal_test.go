@@ -22,9 +22,9 @@ func lease(id string) placement.Lease {
 func crashCopy(t *testing.T, dir string) string {
 	t.Helper()
 	out := t.TempDir()
-	for _, name := range []string{FileName, WALName, EpochName} {
+	for _, name := range []string{FileName, WALName, EpochName, PrevWALName, nextWALName} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, os.ErrNotExist) && name == EpochName {
+		if errors.Is(err, os.ErrNotExist) && name != FileName && name != WALName {
 			continue
 		}
 		if err != nil {

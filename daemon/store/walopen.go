@@ -116,15 +116,21 @@ func checkHead(path string, head walHead, x expect) error {
 // transaction: the next journal (leases.wal.next, of bbolt's generation
 // and commit) replaces the folded one. It reports whether it did.
 func finishFold(dir string, x expect) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(dir, nextWALName))
-	if err != nil {
-		return false, nil
-	}
-	head, ok := decodeHead(data)
-	if !ok || head.gen != x.gen || head.base != x.seq {
+	if !nextJournalReady(dir, x) {
 		return false, nil
 	}
 	return true, switchJournal(dir)
+}
+
+// nextJournalReady reports whether leases.wal.next is the journal bbolt's
+// commit expects.
+func nextJournalReady(dir string, x expect) bool {
+	data, err := os.ReadFile(filepath.Join(dir, nextWALName))
+	if err != nil {
+		return false
+	}
+	head, ok := decodeHead(data)
+	return ok && head.gen == x.gen && head.base == x.seq
 }
 
 // newJournal creates leases.wal (through leases.wal.next) with head.
