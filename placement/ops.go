@@ -19,6 +19,7 @@ func (s *state) release(id, reason string) (Lease, error) {
 	}
 	if l, ok := s.leases[id]; ok {
 		s.end(l, StateReleased, reason)
+		s.opSeq = s.jseq // answered once its deletion is durable (Engine.call): a release never comes back
 		s.dispatch()
 		return l.clone(), nil
 	}
