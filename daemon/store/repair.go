@@ -89,6 +89,10 @@ func repairJournals(dir string, data map[string]map[string][]byte, rep *Repaired
 	pending := map[string]*placement.Lease{}
 	for _, name := range []string{PrevWALName, WALName} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
+		if name == WALName && len(b) == 0 && len(gens) > 0 {
+			rep.Lost = append(rep.Lost, fmt.Sprintf("%s is missing or empty: the leases granted since the last fold are not restored",
+				filepath.Join(dir, name)))
+		}
 		if err != nil {
 			continue
 		}
@@ -178,6 +182,8 @@ func foldInto(tx *bolt.Tx, leases map[string]*placement.Lease, rep *Repaired) er
 func salvage(path string, rep *Repaired) (map[string]map[string][]byte, error) {
 	out := map[string]map[string][]byte{}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		rep.Lost = append(rep.Lost, fmt.Sprintf("%s is missing or empty: the leases folded into it are not restored "+
+			"(only those in the journals are; the daemon marks leases over a GPU's memory)", path))
 		return out, nil
 	}
 	db, err := openBolt(path, bolt.Options{ReadOnly: true, Timeout: time.Second})

@@ -130,7 +130,10 @@ func (d *DB) open(ep epoch) error {
 			return fmt.Errorf("fold the lease journal of an earlier version: %w", err)
 		}
 	}
-	return d.writeEpoch(d.mark())
+	if err := d.writeEpoch(d.mark()); err != nil { // what is there is behind, which Open accepts (a full disk)
+		d.log.Warn("cannot update "+EpochName, "err", err)
+	}
+	return nil
 }
 
 // initBolt reads bbolt's commit sequence, journal generation and page
