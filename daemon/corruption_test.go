@@ -430,4 +430,3 @@ func campaignTable(n int, seed uint64, counts, repairs map[string]int) string {
 	}
 	return b.String()
 }
-

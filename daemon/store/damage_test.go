@@ -183,7 +183,9 @@ func TestJournalCorruptionRefused(t *testing.T) {
 func TestJournalLossRefused(t *testing.T) {
 	for name, do := range map[string]func(t *testing.T, dir string, older []byte){
 		"journal deleted": func(t *testing.T, dir string, _ []byte) { must(t, os.Remove(filepath.Join(dir, WALName))) },
-		"journal emptied": func(t *testing.T, dir string, _ []byte) { mutate(t, filepath.Join(dir, WALName), func([]byte) []byte { return nil }) },
+		"journal emptied": func(t *testing.T, dir string, _ []byte) {
+			mutate(t, filepath.Join(dir, WALName), func([]byte) []byte { return nil })
+		},
 		"journal rolled back": func(t *testing.T, dir string, older []byte) {
 			must(t, os.WriteFile(filepath.Join(dir, WALName), older, 0o600))
 		},
