@@ -28,7 +28,7 @@ func relIssue25Store(rec *relRecorder) {
 		"issue: 65/66 started, 20 live leases forgotten", relDamagedJournal)
 	rec.single("#3 journal or db+epoch lost", "starts refused, or all leases restored",
 		"issue: silent loss of journal-only leases", relLostJournal)
-	rec.single("#4 bit flipped in a lease value", "starts refused naming the key",
+	rec.single("#4 bit flip in a lease value", "starts refused naming the key",
 		"issue: 12 of 15 silently dropped", relFlippedValue)
 	rec.single("#5 damaged bbolt pages", "refused 'state database is damaged'",
 		"issue: 3 raw panics, 3 SIGBUS", relDamagedPages)
