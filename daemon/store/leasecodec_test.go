@@ -181,3 +181,73 @@ func FuzzDecodeLease(f *testing.F) {
 		}
 	})
 }
+
+// v1Lease is l as the previous version stored it: leaseV1, no PID start
+// times, no checksum.
+func v1Lease(l placement.Lease) []byte {
+	body := appendLeaseBody(nil, &l)
+	return append([]byte{leaseV1}, body[:len(body)-1]...) // without the empty PID start times
+}
+
+// TestPreviousVersionStateRead: a state dir as the previous version left
+// it after a crash — leaseV1 values in bbolt (leases_format 1), a journal
+// without a header whose records carry leaseV1 payloads, an epoch of one
+// "seq" line — opens with every lease, and is rewritten in the current
+// form (checksummed values, a journal with a header, the epoch with the
+// journal).
+func TestPreviousVersionStateRead(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, inJournal := lease("l-old"), lease("l-journal")
+	err = db.Bolt().Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketLeases).Put([]byte(old.ID), v1Lease(old)); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Delete(keyJournal); err != nil {
+			return err
+		}
+		return meta.Put(formatKey, []byte{leaseV1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.wal.close()
+	db.db.Close()
+	var rec []byte
+	for _, r := range []walRecord{{Put: &inJournal}, {Put: ptr(lease("l-gone"))}, {Del: "l-gone"}} {
+		payload := []byte{walDel}
+		if r.Put != nil {
+			payload = append([]byte{walPut}, v1Lease(*r.Put)...)
+		} else {
+			payload = append(payload, r.Del...)
+		}
+		rec = binary.LittleEndian.AppendUint32(rec, uint32(len(payload)))
+		rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(payload, crcTable))
+		rec = append(rec, payload...)
+	}
+	rec = append(rec, make([]byte, 4096)...) // the zeros it was grown by
+	if err := os.WriteFile(filepath.Join(dir, WALName), rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, EpochName), []byte("seq 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, db); !reflect.DeepEqual(got, []string{"l-journal", "l-old"}) {
+		t.Errorf("leases %v, want [l-journal l-old]", got)
+	}
+	if !reflect.DeepEqual(db.wal.head, walHead{gen: 1, base: 1}) {
+		t.Errorf("journal after the upgrade: %+v, want a header (generation 1 after commit 1)", db.wal.head)
+	}
+	db.Close()
+	if ep, err := readEpoch(dir); err != nil || ep.gen == 0 {
+		t.Errorf("epoch after the upgrade: %+v, %v", ep, err)
+	}
+}
