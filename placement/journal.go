@@ -353,7 +353,15 @@ func (e *Engine) takeBack(id string) {
 		j.mu.Lock()
 		j.redo = append(j.redo, journalEntry{change: Change{Delete: id}})
 		j.mu.Unlock()
-		j.flushRedo()
+		for deadline := time.Now().Add(closeRetry); ; time.Sleep(retryFirst) { // until written, or the store gives up
+			j.flushRedo()
+			j.mu.Lock()
+			left := len(j.redo) > 0 || j.committing != nil
+			j.mu.Unlock()
+			if !left || time.Now().After(deadline) {
+				break
+			}
+		}
 	}
 	if j != nil {
 		_ = j.sync(context.Background(), 0)
