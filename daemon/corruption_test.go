@@ -137,6 +137,8 @@ func campaignHold(t *testing.T, socket string, bytes int64, count int) (*campaig
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.stdin.Close(); p.cmd.Process.Kill(); <-p.done })
+	stuck := time.AfterFunc(30*time.Second, func() { _ = p.cmd.Process.Kill() }) // bounds the wait below
+	defer stuck.Stop()
 	sc := bufio.NewScanner(out)
 	var ids []string
 	for len(ids) < count && sc.Scan() {
@@ -214,7 +216,9 @@ func campaignTrial(t *testing.T, rng *rand.Rand) trialResult {
 	}
 	_, b := campaignHold(t, socket, 3*GiB, 3)
 	c := client.New(socket)
-	if _, err := c.Release(context.Background(), a[0]); err != nil {
+	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Release(rctx, a[0]); err != nil {
 		t.Fatal(err)
 	}
 	gone, _ := campaignHold(t, socket, GiB, 1)
@@ -267,7 +271,9 @@ func campaignTrial(t *testing.T, rng *rand.Rand) trialResult {
 func judgeStart(t *testing.T, socket string, live []string, liveBytes int64) (string, bool, bool) {
 	c := client.New(socket)
 	defer c.Close()
-	ls, err := c.Leases(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ls, err := c.Leases(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +289,10 @@ func judgeStart(t *testing.T, socket string, live []string, liveBytes int64) (st
 			missing++
 		}
 	}
-	probe, err := c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: campaignGPU - liveBytes + 1})
+	probe, err := c.Acquire(ctx, api.LeaseRequest{MemoryBytes: campaignGPU - liveBytes + 1})
 	doubled := err == nil
 	if doubled {
-		_, _ = c.Release(context.Background(), probe.ID)
+		_, _ = c.Release(ctx, probe.ID)
 	}
 	switch {
 	case missing > 0 && doubled:
