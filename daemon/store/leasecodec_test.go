@@ -43,6 +43,9 @@ func zeroFields(v reflect.Value, path string) []string {
 	}
 	var out []string
 	for i := 0; i < v.NumField(); i++ {
+		if !v.Type().Field(i).IsExported() { // the engine's own bookkeeping, not stored
+			continue
+		}
 		out = append(out, zeroFields(v.Field(i), path+"."+v.Type().Field(i).Name)...)
 	}
 	return out
