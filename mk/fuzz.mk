@@ -9,7 +9,10 @@ FUZZ_TARGETS ?= \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \
 	./estimator/onnx:FuzzRead \
-	./plugins/plugintest:FuzzParseMemory
+	./plugins/plugintest:FuzzParseMemory \
+	./daemon/store:FuzzDecodeRecord \
+	./daemon/store:FuzzDecodeLease \
+	./daemon/store:FuzzScanJournal
 
 .PHONY: fuzz
 fuzz:

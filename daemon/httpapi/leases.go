@@ -289,7 +289,7 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.changeLease(w, r, "pid added", func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error) {
-		l, err := s.eng.AddPIDAs(ctx, id, body.PID, may)
+		l, err := s.eng.AddProcessAs(ctx, id, body.PID, info.StartTicks, may)
 		if err == nil {
 			err = s.watch.Watch(body.PID)
 		}

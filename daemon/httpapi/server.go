@@ -26,7 +26,7 @@ type Engine interface {
 	Get(ctx context.Context, id string) (placement.Lease, error)
 	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
 	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
-	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
+	AddProcessAs(ctx context.Context, id string, pid int, startTicks uint64, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
 	Summary() placement.Summary
