@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
@@ -44,6 +46,12 @@ type estimateView struct {
 	*estimator.Result
 	ModelFile *modelFile     `json:"model_file,omitempty"`
 	Largest   []largestModel `json:"largest_model,omitempty"`
+	// GPUSource says whose view of the GPUs the fit lines use: the
+	// daemon's (leases and held memory counted) or a local reading.
+	GPUSource string `json:"gpu_source"`
+	// Placement is where the daemon would place a lease of the
+	// recommended size now (absent without a daemon).
+	Placement *api.PlacementPreview `json:"placement,omitempty"`
 }
 
 // modelFile describes a --model PATH.
@@ -136,10 +144,15 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 	if cmd.Flags().Changed("gpu") {
 		only = f.gpu
 	}
-	if req.GPUs, req.Driver, err = a.estimateGPUs(ctx, cfg, only); err != nil {
+	var view estimateView
+	var daemon *client.Client
+	if !f.noDaemon {
+		daemon = client.New(cfg.Daemon.Socket)
+		defer daemon.Close()
+	}
+	if req.GPUs, req.Driver, view.GPUSource, err = a.estimateGPUs(ctx, cfg, only, daemon); err != nil {
 		return err
 	}
-	var view estimateView
 	var store estimator.Store
 	learning := "learning: --no-daemon: measured peaks not consulted, the formula applies"
 	if !f.noDaemon {
@@ -158,6 +171,7 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 		res.Explain = append(res.Explain, cliExplain(res, view.ModelFile, learning)...)
 		view.Result = &res
 		req.Precision = res.Precision // the largest model in the same format
+		view.Placement = daemonPlacement(ctx, daemon, view.GPUSource, res.RecommendedBytes, only)
 	}
 	if f.fits != "" {
 		if view.Largest, err = largestModels(est, req, f.fits); err != nil {
@@ -340,31 +354,46 @@ func (a *app) hashCacheDir() string {
 	return ""
 }
 
-// estimateGPUs reads the local GPUs and the memory available on each by the
-// accounting formula (no leases: the CLI does not ask the daemon), and the
-// driver version. only >= 0 keeps one GPU. Without --gpu a failing
-// inventory only costs the GPU columns.
-func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int) ([]estimator.GPUFree, string, error) {
+// estimateGPUs is the GPUs with the memory a new request can get on each,
+// and the driver version: the daemon's view when daemon (nil: --no-daemon)
+// answers — leases and the memory held for waiting requests counted —
+// else a local reading by the accounting formula (no leases). source says
+// which. only >= 0 keeps one GPU. Without --gpu a failing inventory only
+// costs the GPU columns.
+func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int, daemon *client.Client) ([]estimator.GPUFree, string, string, error) {
 	log := a.logger(cfg)
-	gpus, driver, err := readGPUs(ctx, cfg, log)
-	if err != nil {
-		if only < 0 {
-			log.Warn("estimating without GPUs", "err", err)
-			return []estimator.GPUFree{}, "", nil
+	why := "--no-daemon"
+	var gpus []estimator.GPUFree
+	var driver, source string
+	var err error
+	if daemon != nil {
+		if gpus, driver, err = daemonGPUFree(ctx, daemon); err == nil {
+			source = fmt.Sprintf("gpus: the daemon's view on %s: leases and memory held for waiting requests counted", daemon.Socket())
+		} else {
+			why = fmt.Sprintf("no daemon answered on %s (%v)", daemon.Socket(), err)
 		}
-		return nil, "", err
+	}
+	if source == "" {
+		source = "gpus: local view (" + why + "): leases and memory held for waiting requests are not counted"
+		if gpus, driver, err = readGPUs(ctx, cfg, log); err != nil {
+			if only < 0 {
+				log.Warn("estimating without GPUs", "err", err)
+				return []estimator.GPUFree{}, "", source, nil
+			}
+			return nil, "", source, err
+		}
 	}
 	if only < 0 {
-		return gpus, driver, nil
+		return gpus, driver, source, nil
 	}
 	var indices []string
 	for _, g := range gpus {
 		if g.Index == only {
-			return []estimator.GPUFree{g}, driver, nil
+			return []estimator.GPUFree{g}, driver, source, nil
 		}
 		indices = append(indices, fmt.Sprint(g.Index))
 	}
-	return nil, "", fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
+	return nil, "", source, fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
 }
 
 func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, string, error) {
@@ -453,6 +482,8 @@ func writeEstimate(w io.Writer, v estimateView, req estimator.Request, explain b
 		if len(v.GPUs) == 0 {
 			fmt.Fprintln(w, "gpus: none found; sufficient/copies need a GPU reading")
 		}
+		fmt.Fprintln(w, v.GPUSource)
+		writePlacement(w, v.Placement)
 	}
 	if len(v.Largest) == 0 {
 		return nil
