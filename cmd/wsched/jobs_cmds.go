@@ -169,11 +169,9 @@ func followJob(ctx context.Context, c *client.Client, id string, on func(api.Job
 			if werr := waitDaemon(ctx, c, time.Now().Add(reattachWithin)); werr != nil {
 				return api.Job{}, fmt.Errorf("job %s: %w; it may still run: `wsched jobs get %s`", id, werr, id)
 			}
-			continue
-		}
-		if lost {
-			fmt.Fprintf(log, "wsched: re-attached to job %s (%s)\n", id, j.State)
+			fmt.Fprintf(log, "wsched: the daemon is back; re-attached to job %s\n", id)
 			lost = false
+			continue
 		}
 		select { // the stream ended early (the daemon is stopping): follow again
 		case <-ctx.Done():
