@@ -150,8 +150,13 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 		daemon = client.New(cfg.Daemon.Socket)
 		defer daemon.Close()
 	}
-	if req.GPUs, req.Driver, view.GPUSource, err = a.estimateGPUs(ctx, cfg, only, daemon); err != nil {
+	read, err := a.estimateGPUs(ctx, cfg, only, daemon)
+	if err != nil {
 		return err
+	}
+	req.GPUs, req.Driver, view.GPUSource = read.gpus, read.driver, read.source
+	if !read.daemon {
+		daemon = nil // no placement preview
 	}
 	var store estimator.Store
 	learning := "learning: --no-daemon: measured peaks not consulted, the formula applies"
@@ -171,7 +176,7 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 		res.Explain = append(res.Explain, cliExplain(res, view.ModelFile, learning)...)
 		view.Result = &res
 		req.Precision = res.Precision // the largest model in the same format
-		view.Placement = daemonPlacement(ctx, daemon, view.GPUSource, res.RecommendedBytes, only)
+		view.Placement = daemonPlacement(ctx, daemon, res.RecommendedBytes, only)
 	}
 	if f.fits != "" {
 		if view.Largest, err = largestModels(est, req, f.fits); err != nil {
@@ -354,46 +359,55 @@ func (a *app) hashCacheDir() string {
 	return ""
 }
 
-// estimateGPUs is the GPUs with the memory a new request can get on each,
-// and the driver version: the daemon's view when daemon (nil: --no-daemon)
-// answers — leases and the memory held for waiting requests counted —
-// else a local reading by the accounting formula (no leases). source says
-// which. only >= 0 keeps one GPU. Without --gpu a failing inventory only
-// costs the GPU columns.
-func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int, daemon *client.Client) ([]estimator.GPUFree, string, string, error) {
+// gpuRoom is the GPUs with the memory a new request can get on each, the
+// driver version, and whose view it is (source, for people).
+type gpuRoom struct {
+	gpus           []estimator.GPUFree
+	driver, source string
+	daemon         bool // the daemon's view
+}
+
+// estimateGPUs reads the GPUs: the daemon's view when daemon (nil:
+// --no-daemon) answers — leases and the memory held for waiting requests
+// counted — else a local reading by the accounting formula (no leases).
+// only >= 0 keeps one GPU. Without --gpu a failing inventory only costs the
+// GPU columns.
+func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int, daemon *client.Client) (gpuRoom, error) {
 	log := a.logger(cfg)
 	why := "--no-daemon"
-	var gpus []estimator.GPUFree
-	var driver, source string
+	var r gpuRoom
 	var err error
 	if daemon != nil {
-		if gpus, driver, err = daemonGPUFree(ctx, daemon); err == nil {
-			source = fmt.Sprintf("gpus: the daemon's view on %s: leases and memory held for waiting requests counted", daemon.Socket())
+		if r.gpus, r.driver, err = daemonGPUFree(ctx, daemon); err == nil {
+			r.daemon = true
+			r.source = fmt.Sprintf("gpus: the daemon's view on %s: leases and memory held for waiting requests counted", daemon.Socket())
 		} else {
 			why = fmt.Sprintf("no daemon answered on %s (%v)", daemon.Socket(), err)
 		}
 	}
-	if source == "" {
-		source = "gpus: local view (" + why + "): leases and memory held for waiting requests are not counted"
-		if gpus, driver, err = readGPUs(ctx, cfg, log); err != nil {
+	if !r.daemon {
+		r.source = "gpus: local view (" + why + "): leases and memory held for waiting requests are not counted"
+		if r.gpus, r.driver, err = readGPUs(ctx, cfg, log); err != nil {
 			if only < 0 {
 				log.Warn("estimating without GPUs", "err", err)
-				return []estimator.GPUFree{}, "", source, nil
+				r.gpus, r.driver = []estimator.GPUFree{}, ""
+				return r, nil
 			}
-			return nil, "", source, err
+			return r, err
 		}
 	}
 	if only < 0 {
-		return gpus, driver, source, nil
+		return r, nil
 	}
 	var indices []string
-	for _, g := range gpus {
+	for _, g := range r.gpus {
 		if g.Index == only {
-			return []estimator.GPUFree{g}, driver, source, nil
+			r.gpus = []estimator.GPUFree{g}
+			return r, nil
 		}
 		indices = append(indices, fmt.Sprint(g.Index))
 	}
-	return nil, "", source, fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
+	return r, fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
 }
 
 func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, string, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -71,10 +70,10 @@ func daemonGPUFree(ctx context.Context, c *client.Client) ([]estimator.GPUFree, 
 	return out, g.Driver, nil
 }
 
-// daemonPlacement asks the daemon where a lease of bytes would go now (on
-// GPU only when only >= 0); nil without a daemon view.
-func daemonPlacement(ctx context.Context, c *client.Client, source string, bytes int64, only int) *api.PlacementPreview {
-	if c == nil || bytes <= 0 || !strings.Contains(source, "the daemon's view") {
+// daemonPlacement asks the daemon c (nil: none) where a lease of bytes
+// would go now (on GPU only when only >= 0); nil without an answer.
+func daemonPlacement(ctx context.Context, c *client.Client, bytes int64, only int) *api.PlacementPreview {
+	if c == nil || bytes <= 0 {
 		return nil
 	}
 	req := api.LeaseRequest{MemoryBytes: bytes}

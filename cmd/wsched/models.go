@@ -115,10 +115,11 @@ func (a *app) localModels(ctx context.Context, cfg *config.Config) (modelsView, 
 	if err != nil {
 		return modelsView{}, err
 	}
-	gpus, _, _, err := a.estimateGPUs(ctx, cfg, -1, nil)
+	read, err := a.estimateGPUs(ctx, cfg, -1, nil)
 	if err != nil {
 		return modelsView{}, err
 	}
+	gpus := read.gpus
 	est := estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, nil)
 	view := modelsView{Source: "local", ModelsDir: reg.Dir(), GPUs: gpus, Models: []modelView{}, Partial: reg.Partials()}
 	for _, m := range reg.Models() {
