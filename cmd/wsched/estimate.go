@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,8 +23,6 @@ import (
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/modelid"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/inventory"
 )
 
 // estimateFlags are the options of `wsched estimate`.
@@ -357,79 +354,6 @@ func (a *app) hashCacheDir() string {
 		return filepath.Join(d, ".cache", "wsched", "sha256")
 	}
 	return ""
-}
-
-// gpuRoom is the GPUs with the memory a new request can get on each, the
-// driver version, and whose view it is (source, for people).
-type gpuRoom struct {
-	gpus           []estimator.GPUFree
-	driver, source string
-	daemon         bool // the daemon's view
-}
-
-// estimateGPUs reads the GPUs: the daemon's view when daemon (nil:
-// --no-daemon) answers — leases and the memory held for waiting requests
-// counted — else a local reading by the accounting formula (no leases).
-// only >= 0 keeps one GPU. Without --gpu a failing inventory only costs the
-// GPU columns.
-func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int, daemon *client.Client) (gpuRoom, error) {
-	log := a.logger(cfg)
-	why := "--no-daemon"
-	var r gpuRoom
-	var err error
-	if daemon != nil {
-		if r.gpus, r.driver, err = daemonGPUFree(ctx, daemon); err == nil {
-			r.daemon = true
-			r.source = fmt.Sprintf("gpus: the daemon's view on %s: leases and memory held for waiting requests counted", daemon.Socket())
-		} else {
-			why = fmt.Sprintf("no daemon answered on %s (%v)", daemon.Socket(), err)
-		}
-	}
-	if !r.daemon {
-		r.source = "gpus: local view (" + why + "): leases and memory held for waiting requests are not counted"
-		if r.gpus, r.driver, err = readGPUs(ctx, cfg, log); err != nil {
-			if only < 0 {
-				log.Warn("estimating without GPUs", "err", err)
-				r.gpus, r.driver = []estimator.GPUFree{}, ""
-				return r, nil
-			}
-			return r, err
-		}
-	}
-	if only < 0 {
-		return r, nil
-	}
-	var indices []string
-	for _, g := range r.gpus {
-		if g.Index == only {
-			r.gpus = []estimator.GPUFree{g}
-			return r, nil
-		}
-		indices = append(indices, fmt.Sprint(g.Index))
-	}
-	return r, fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
-}
-
-func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, string, error) {
-	p, _, err := inventory.Open(cfg.Inventory, log)
-	if err != nil {
-		return nil, "", err
-	}
-	defer p.Close()
-	snap, err := p.Snapshot(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("read GPUs: %w", err)
-	}
-	gpus := []estimator.GPUFree{}
-	for _, g := range snap.GPUs {
-		acc := placement.Accounting(g, cfg.Placement, nil)
-		free := estimator.GPUFree{Index: g.Index, Name: g.Name, AvailableBytes: acc.AvailableOrZero()}
-		if !acc.Placeable {
-			free.AvailableBytes = 0
-		}
-		gpus = append(gpus, free)
-	}
-	return gpus, snap.Driver, nil
 }
 
 func orNone(s string) string {
