@@ -192,7 +192,7 @@ func acquireSurviving(ctx context.Context, c *client.Client, req api.LeaseReques
 		req.IdempotencyKey = newIdempotencyKey()
 	}
 	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
-	said := false
+	said, pause := false, backoffFirst/2
 	for {
 		l, err := c.Acquire(ctx, req)
 		if err == nil || ctx.Err() != nil || !restarting(err) || !time.Now().Before(deadline) {
@@ -205,6 +205,14 @@ func acquireSurviving(ctx context.Context, c *client.Client, req api.LeaseReques
 		}
 		if err := waitDaemon(ctx, c, deadline); err != nil {
 			return api.Lease{}, err
+		}
+		if client.IsCode(err, "idempotency_in_progress") { // the first attempt is being withdrawn
+			pause = min(2*pause, backoffMax)
+			select {
+			case <-ctx.Done():
+				return api.Lease{}, ctx.Err()
+			case <-time.After(pause):
+			}
 		}
 		req.WaitSeconds = time.Until(deadline).Seconds()
 	}
