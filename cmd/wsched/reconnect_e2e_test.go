@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 // killDaemon ends a daemon with SIGKILL.
@@ -120,13 +121,25 @@ func TestRetriedGrantIsSameLease(t *testing.T) {
 }
 
 // TestTranscribeReattachesAfterKill (issue 23, item 5): the daemon is
-// killed -9 while `wsched transcribe` follows its job; after the restart
-// transcribe re-attaches to the job by its ID and writes the result.
+// killed -9 while `wsched transcribe` follows its job — waiting for memory,
+// or in the middle of transcribing — and after the restart transcribe
+// re-attaches to the job by its ID and writes the result.
 func TestTranscribeReattachesAfterKill(t *testing.T) {
+	t.Run("queued", func(t *testing.T) { transcribeThroughKill(t, false) })
+	t.Run("processing", func(t *testing.T) { transcribeThroughKill(t, true) })
+}
+
+func transcribeThroughKill(t *testing.T, processing bool) {
 	e := newE2E(t)
 	audio := e.withFakeBackend(t)
+	if processing {
+		t.Setenv(plugintest.Env(plugintest.SegmentDelay), "400ms") // the daemon's backends inherit it
+	}
 	daemon := e.serve()
-	block := e.leaseFor(20*GiB, "") // the job waits for memory
+	var block api.Lease
+	if !processing {
+		block = e.leaseFor(20*GiB, "") // the job waits for memory
+	}
 	out := filepath.Join(e.dir, "out")
 	cmd := e.wsched("transcribe", "--format", "srt", "--output", out, audio)
 	var stderr testshared.SyncBuffer
@@ -138,7 +151,10 @@ func TestTranscribeReattachesAfterKill(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 	c := e.client()
-	waitFor(t, 10*time.Second, "the job to wait for memory", func() bool {
+	waitFor(t, 10*time.Second, "the job to wait for memory or run", func() bool {
+		if processing {
+			return strings.Contains(stderr.String(), "GPU 0")
+		}
 		g, err := c.GPUs(context.Background())
 		return err == nil && len(g.Queue) == 1 && strings.Contains(stderr.String(), "pending")
 	})
@@ -148,8 +164,10 @@ func TestTranscribeReattachesAfterKill(t *testing.T) {
 	e.serve()
 	c = e.client()
 	defer c.Close()
-	if _, err := c.Release(context.Background(), block.ID); err != nil {
-		t.Fatal(err)
+	if !processing {
+		if _, err := c.Release(context.Background(), block.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case err := <-done:
@@ -164,7 +182,7 @@ func TestTranscribeReattachesAfterKill(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(data), "1\n00:00:00,000 --> ") {
 		t.Errorf("result: %q %v", data, err)
 	}
-	for _, want := range []string{"lost the daemon while following job", "re-attached to job"} {
+	for _, want := range []string{"lost the daemon while following job", "the daemon is back; re-attached to job"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
