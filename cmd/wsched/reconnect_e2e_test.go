@@ -29,11 +29,31 @@ func killDaemon(d *exec.Cmd) {
 // backoff, within its wait), asks again with its priority, and gets its
 // lease once the memory is freed — instead of exiting with EOF.
 func TestLeaseWaitSurvivesKill(t *testing.T) {
+	holder := sleeper(t)
+	stdout, stderr := waitThroughKill(t, "lease", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--json", "--holder-pid", fmt.Sprint(holder.Process.Pid))
+	var l api.Lease
+	if err := json.Unmarshal([]byte(stdout), &l); err != nil || l.State != "granted" || l.MemoryBytes != 8*GiB || l.Labels[api.IdempotencyLabel] == "" {
+		t.Fatalf("lease: %+v %v\n%s\n%s", l, err, stdout, stderr)
+	}
+}
+
+// TestRunWaitSurvivesKill (issue 23, item 5): the same for `wsched run`.
+func TestRunWaitSurvivesKill(t *testing.T) {
+	stdout, stderr := waitThroughKill(t, "run", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--", "echo", "ran")
+	if stdout != "ran\n" || !strings.Contains(stderr, "granted: 8.00 GiB") {
+		t.Fatalf("run: stdout %q\n%s", stdout, stderr)
+	}
+}
+
+// waitThroughKill runs wsched ARGS, which waits in the queue behind a full
+// GPU; kills the daemon -9 while it waits, starts another, checks that
+// the request is queued again with priority high, frees the memory, and
+// returns the command's output once it succeeded.
+func waitThroughKill(t *testing.T, args ...string) (string, string) {
 	e := newE2E(t)
 	daemon := e.serve()
 	outside := e.leaseFor(20*GiB, "")
-	holder := sleeper(t)
-	cmd := e.wsched("lease", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--json", "--holder-pid", fmt.Sprint(holder.Process.Pid))
+	cmd := e.wsched(args...)
 	var stdout bytes.Buffer
 	var stderr testshared.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,21 +85,15 @@ func TestLeaseWaitSurvivesKill(t *testing.T) {
 	case err := <-done:
 		done <- err
 		if err != nil {
-			t.Fatalf("lease: %v\n%s", err, stderr.String())
+			t.Fatalf("%s: %v\n%s", args[0], err, stderr.String())
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("lease did not finish:\n%s", stderr.String())
-	}
-	var l api.Lease
-	if err := json.Unmarshal(stdout.Bytes(), &l); err != nil || l.State != "granted" || l.MemoryBytes != 8*GiB {
-		t.Fatalf("lease: %+v %v\n%s", l, err, stdout.String())
+		t.Fatalf("%s did not finish:\n%s", args[0], stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "asking again, priority high, once it is back") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
-	if got, err := c.Lease(context.Background(), l.ID); err != nil || got.State != "granted" || got.Labels[api.IdempotencyLabel] == "" {
-		t.Errorf("lease on the daemon: %+v %v", got, err)
-	}
+	return stdout.String(), stderr.String()
 }
 
 // TestRetriedGrantIsSameLease (issue 23 item 5, issue 25 item 13): a
