@@ -168,6 +168,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
+	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins
+		d.log.Warn("orphan uploads not removed", "err", err)
+	}
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
 	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
 	srv := d.serve(api, ln, tcp)

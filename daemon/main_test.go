@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 		os.Exit(streamsHelper(os.Args[1:]))
 	case "get":
 		os.Exit(getHelper(os.Args[1:]))
+	case "cycles":
+		os.Exit(cyclesHelper(os.Args[1:]))
 	}
 	os.Exit(testtmp.Run(func() int {
 		dir, err := os.MkdirTemp("", "wsched-daemon-test-")

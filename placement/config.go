@@ -24,6 +24,10 @@ type Config struct {
 	MinFreeWarn units.Bytes `toml:"min_free_warn"`
 	// Score holds the weights of the score policy.
 	Score ScoreWeights `toml:"score"`
+	// FairShareHalfLife is the half-life of each uid's recent use
+	// (GiB·seconds of granted GPU memory, decayed): within a priority
+	// class the queue serves the uid that used less first.
+	FairShareHalfLife units.Duration `toml:"fair_share_half_life"`
 }
 
 // ScoreWeights is the [placement.score] section: the seed's weighted score.
@@ -105,6 +109,8 @@ func DefaultConfig() Config {
 		ReservedPerGPU: map[string]units.Bytes{},
 		MinFreeWarn:    units.Bytes(2 * units.GiB),
 		Score:          ScoreWeights{Memory: 0.4, Utilization: 0.3, Temperature: 0.2, Priority: 0.1, TemperatureLimit: 85},
+
+		FairShareHalfLife: units.Duration(time.Hour),
 	}
 }
 
@@ -148,6 +154,9 @@ func (c Config) Validate() error {
 		if !isIndex && (err != nil || s.Kind != device.UUID) {
 			return confval.Bad("reserved_per_gpu", "key %q is not allowed: want a GPU index (\"0\") or UUID", k)
 		}
+	}
+	if c.FairShareHalfLife <= 0 {
+		return confval.Bad("fair_share_half_life", "%s is not allowed: want a duration above 0", c.FairShareHalfLife)
 	}
 	w := c.Score
 	if w.Memory+w.Utilization+w.Temperature+w.Priority == 0 {

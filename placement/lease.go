@@ -19,6 +19,7 @@ var (
 	ErrTooLarge    = errors.New("larger than any GPU can hold")
 	ErrNoSuchGPU   = errors.New("no such GPU")
 	ErrQueueFull   = errors.New("queue full")
+	ErrLimit       = errors.New("limit exceeded")
 	ErrTimeout     = errors.New("timed out waiting for memory")
 	ErrCancelled   = errors.New("request cancelled")
 	ErrNoInventory = errors.New("no GPU reading available")
@@ -92,6 +93,10 @@ type Lease struct {
 	// not fit otherwise asks for it with an EventReclaim.
 	Reclaimable      bool      `json:"reclaimable,omitempty"`
 	ReclaimableSince time.Time `json:"reclaimable_since,omitzero"`
+
+	// limitBytes is the request's [limits] bytes: a resize that grows the
+	// lease is held to it too (not stored: a restored lease has none).
+	limitBytes int64
 }
 
 // Active reports whether the lease holds memory.
@@ -126,6 +131,10 @@ type Request struct {
 	// EstimateKey is what Bytes was estimated for (nil: given, not
 	// estimated); the lease carries it.
 	EstimateKey *estimator.Key
+	// Limits bound what Holder.UID may hold and wait for, counting this
+	// request; checked on the owner loop in the step that queues or grants
+	// it (the zero value: no limits, as for root).
+	Limits Limits
 }
 
 // String names the priority: high, normal or low.

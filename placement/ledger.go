@@ -51,6 +51,7 @@ func (s *state) republish(l *Lease) {
 
 func (s *state) place(l *Lease) {
 	s.markChanged()
+	s.uidGranted(l, 1)
 	for _, pid := range uniquePIDs(l) {
 		set := s.owners[pid]
 		if set == nil {
@@ -98,6 +99,7 @@ func (s *state) publishBulk() {
 
 func (s *state) unplace(l *Lease) {
 	s.markChanged()
+	s.uidGranted(l, -1)
 	for _, pid := range uniquePIDs(l) {
 		delete(s.owners[pid], l)
 		if len(s.owners[pid]) == 0 {
@@ -178,9 +180,12 @@ func (s *state) accounts() []Account {
 			s.acct[i] = b.account(cfg)
 		}
 		s.gtree.rebuild(s.acct)
-		s.maxUsable = 0
+		s.maxUsable, s.sumUsable = 0, 0
 		for i := range s.acct {
 			s.maxUsable = max(s.maxUsable, s.acct[i].UsableBytes)
+			if s.acct[i].Placeable {
+				s.sumUsable += s.acct[i].UsableBytes
+			}
 		}
 	}
 	for _, b := range s.acctDirty {

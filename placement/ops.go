@@ -110,6 +110,9 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 		return Lease{}, fmt.Errorf("%w: memory_bytes must be above 0", ErrInvalid)
 	}
 	delta := bytes - l.Bytes
+	if err := s.admitGrowth(l, delta); delta > 0 && err != nil {
+		return Lease{}, err
+	}
 	if delta > 0 && l.GPU != CPU {
 		if err := s.fresh(); err != nil {
 			return Lease{}, err

@@ -33,6 +33,8 @@ type frame struct {
 	aging  time.Duration
 	hold   map[string]int64
 	heldOn map[string]string
+	fair   *fairness // the queue's order at now (nil: empty queue)
+	uids   uidFrame
 	once   sync.Once
 	view   View
 }
@@ -120,7 +122,9 @@ func (s *state) frame() *frame {
 	}
 	if s.queue.len() > 0 {
 		_, f.hold, f.heldOn = s.plan(now)
+		f.fair = s.fairness(now).clone()
 	}
+	f.uids = s.uidFrame()
 	return f
 }
 
@@ -143,25 +147,21 @@ func (f *frame) build() View {
 	v.Queue = tappend(f.queue, make([]Lease, 0, tsize(f.queue)))
 	slices.SortStableFunc(v.Queue, f.dispatchOrder)
 	v.Held = []Hold{}
+	heldBy := map[int]int64{}
 	for _, l := range v.Queue {
 		if gpu, ok := f.heldOn[l.ID]; ok {
 			v.Held = append(v.Held, Hold{LeaseID: l.ID, GPU: gpu, Bytes: l.Bytes})
+			heldBy[l.Holder.UID] += l.Bytes
 		}
 	}
+	v.UIDs = f.uids.uses(f.now, heldBy)
 	return v
 }
 
 // dispatchOrder orders queued requests as the engine dispatches them at
-// the frame's time: effective priority, then arrival.
+// the frame's time: effective priority, the uid's recent use, arrival.
 func (f *frame) dispatchOrder(a, b Lease) int {
-	eff := func(l Lease) Priority { return min(High, l.Priority+Priority(f.now.Sub(l.Created)/f.aging)) }
-	if ea, eb := eff(a), eff(b); ea != eb {
-		if ea > eb {
-			return -1
-		}
-		return 1
-	}
-	return a.Created.Compare(b.Created)
+	return f.fair.compare(&a, &b, 0, 0)
 }
 
 // Summary counts what the published View shows, without assembling it.
@@ -176,6 +176,8 @@ type Summary struct {
 	LeasedBytes int64          // Σ of the GPUs' LeasedBytes
 	HeldBytes   int64          // Σ of the GPUs' HeldBytes
 	Stats       Stats
+	// UIDs is each uid's holdings, use and share (HeldBytes left 0).
+	UIDs []UIDUse
 }
 
 // summary is O(GPUs): what GET /v1/status and the systemd status line need
@@ -189,6 +191,7 @@ func (f *frame) summary() Summary {
 		s.LeasedBytes += g.acct.LeasedBytes
 		s.HeldBytes += f.hold[g.acct.UUID]
 	}
+	s.UIDs = f.uids.uses(f.now, nil)
 	return s
 }
 

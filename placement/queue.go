@@ -19,15 +19,8 @@ type waiter struct {
 	key      string // its key in the published queue
 }
 
-// effective is the waiter's priority raised by one class per [leases] aging
-// interval waited, up to high: low priority cannot starve.
-func (s *state) effective(w *waiter, now time.Time) Priority {
-	steps := Priority(now.Sub(w.lease.Created) / s.opts.Leases.Aging.D())
-	return min(High, w.lease.Priority+steps)
-}
-
-// ordered returns the whole queue in dispatch order: effective priority,
-// then arrival (FIFO within a class).
+// ordered returns the whole queue in dispatch order at now (see
+// fairness.compare): effective priority, the uid's recent use, arrival.
 func (s *state) ordered(now time.Time) []*waiter {
 	var lists [3][]*waiter
 	for c := range s.queue.classes {
@@ -37,7 +30,7 @@ func (s *state) ordered(now time.Time) []*waiter {
 			}
 		}
 	}
-	return s.merged(lists, now)
+	return s.merged(lists, s.fairness(now))
 }
 
 // plan walks the queue in order and decides, against the current accounts,
@@ -50,6 +43,11 @@ func (s *state) ordered(now time.Time) []*waiter {
 // Only the waiters that can matter are visited: those past the backfill
 // window, and the others no larger than the most memory available on any
 // GPU (the rest can neither be granted nor hold memory).
+//
+// Memory is held only where the waiter could fit once every lease there
+// ended (usable − foreign), and, beyond a uid's first hold, only while the
+// uid's holds stay within its fair share (shareBytes): requests that can
+// never fit, or one uid's many, cannot take memory from everyone else.
 func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, heldOn map[string]string) {
 	if s.queue.len() == 0 {
 		return nil, nil, nil // nil maps read as empty
@@ -65,7 +63,9 @@ func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, he
 		lists[c] = s.queue.classes[c].candidates(cutoff, room, nil)
 	}
 	var taken map[string]int64 // planned grants per GPU
-	for _, w := range s.merged(lists, now) {
+	var heldBy map[int]int64   // holds per uid
+	share := s.shareBytes()
+	for _, w := range s.merged(lists, s.fairness(now)) {
 		if a, ok := s.pick(w, accounts, taken, hold); ok {
 			grants = append(grants, planned{w: w, acc: *a})
 			if taken == nil {
@@ -74,14 +74,17 @@ func (s *state) plan(now time.Time) (grants []planned, hold map[string]int64, he
 			taken[a.UUID] += w.lease.Bytes // exact: leased and unrealized both grow
 			continue
 		}
-		if now.Sub(w.lease.Created) >= s.opts.Leases.BackfillWindow.D() {
-			if target, ok := reserveTarget(w, accounts, taken, hold); ok {
-				if hold == nil {
-					hold, heldOn = map[string]int64{}, map[string]string{}
-				}
-				hold[target] += w.lease.Bytes
-				heldOn[w.lease.ID] = target
+		uid := w.lease.Holder.UID
+		if now.Sub(w.lease.Created) < s.opts.Leases.BackfillWindow.D() || (heldBy[uid] > 0 && heldBy[uid]+w.lease.Bytes > share) {
+			continue
+		}
+		if target, ok := s.reserveTarget(w, accounts, taken, hold); ok {
+			if hold == nil {
+				hold, heldOn, heldBy = map[string]int64{}, map[string]string{}, map[int]int64{}
 			}
+			hold[target] += w.lease.Bytes
+			heldOn[w.lease.ID] = target
+			heldBy[uid] += w.lease.Bytes
 		}
 	}
 	return grants, hold, heldOn
@@ -134,20 +137,20 @@ type planned struct {
 }
 
 // reserveTarget picks the GPU to hold memory on for a starving waiter: the
-// placeable one that could hold it and is closest to fitting it now.
-func reserveTarget(w *waiter, accounts []Account, taken, hold map[string]int64) (string, bool) {
+// placeable one where it fits once the leases there end (usable − foreign)
+// and that is closest to fitting it now.
+func (s *state) reserveTarget(w *waiter, accounts []Account, taken, hold map[string]int64) (string, bool) {
 	var best *Account
 	var bestAvail int64
-	for i := range accounts {
-		a := &accounts[i]
-		if !allowed(w.lease.Device, a) || !a.Placeable || a.UsableBytes < w.lease.Bytes {
-			continue
+	s.eachAllowed(w, accounts, func(a *Account) {
+		if !a.Placeable || a.UsableBytes-a.ForeignBytes < w.lease.Bytes {
+			return
 		}
 		avail := a.AvailableBytes - taken[a.UUID] - hold[a.UUID]
 		if best == nil || avail > bestAvail {
 			best, bestAvail = a, avail
 		}
-	}
+	})
 	if best == nil {
 		return "", false
 	}
@@ -163,26 +166,41 @@ func (s *state) dispatch() {
 	if err := s.fresh(); err != nil {
 		return
 	}
-	grants, hold, _ := s.plan(s.now())
+	grants, _, heldOn := s.plan(s.now())
 	for _, g := range grants {
 		s.grant(g.w, g.acc)
 	}
-	s.reclaim(hold)
+	s.reclaim(heldOn)
 }
 
-// noFit explains why a request cannot be granted now.
+// noFit explains why a request cannot be granted now, naming the memory
+// held for other waiting requests where that is in the way.
 func (s *state) noFit(w *waiter) error {
-	_, hold, _ := s.plan(s.now())
-	best, at := int64(0), -1
+	_, hold, heldOn := s.plan(s.now())
+	best, at, held, allHeld := int64(0), -1, int64(0), int64(0)
 	accts := s.accounts()
 	for i := range accts {
-		if a := &accts[i]; allowed(w.lease.Device, a) && a.Placeable && a.AvailableBytes-hold[a.UUID] > best {
-			best, at = a.AvailableBytes-hold[a.UUID], a.Index
+		a := &accts[i]
+		if !allowed(w.lease.Device, a) || !a.Placeable {
+			continue
+		}
+		h := hold[a.UUID]
+		if heldOn[w.lease.ID] == a.UUID {
+			h -= w.lease.Bytes // its own hold is not in its way
+		}
+		allHeld += h
+		if a.AvailableBytes-h > best {
+			best, at, held = a.AvailableBytes-h, a.Index, h
 		}
 	}
 	where := ""
-	if at >= 0 {
+	switch {
+	case at >= 0 && held > 0:
+		where = fmt.Sprintf(" (GPU %d; %s more held there for other waiting requests)", at, units.FormatBytes(held))
+	case at >= 0:
 		where = fmt.Sprintf(" (GPU %d)", at)
+	case allHeld > 0:
+		where = fmt.Sprintf(" (%s held for other waiting requests)", units.FormatBytes(allHeld))
 	}
 	return fmt.Errorf("%w: %s requested on %s, at most %s available%s", ErrNoFit,
 		units.FormatBytes(w.lease.Bytes), w.lease.Device, units.FormatBytes(best), where)
@@ -191,6 +209,7 @@ func (s *state) noFit(w *waiter) error {
 // enqueue adds a waiter to the queue and schedules its deadline.
 func (s *state) enqueue(w *waiter) {
 	s.queue.add(w)
+	s.uidQueued(w, 1)
 	s.deadlines.set(w, w.deadline)
 	s.markChanged()
 }
@@ -198,6 +217,7 @@ func (s *state) enqueue(w *waiter) {
 func (s *state) removeWaiter(w *waiter) {
 	if s.queue.byID[w.lease.ID] == w {
 		s.queue.remove(w)
+		s.uidQueued(w, -1)
 		s.deadlines.remove(w)
 		s.markChanged()
 	}

@@ -86,16 +86,27 @@ func TestRandomized(t *testing.T) {
 	})
 }
 
+// randomUIDs are the holders' uids; those in randomLimits ask with limits.
+var (
+	randomUIDs   = []int{0, 1000, 1001, 1002}
+	randomLimits = map[int]Limits{1001: {Leases: 4, Queued: 2, Bytes: 30 * GiB}, 1002: {Leases: 8, Bytes: 48 * GiB}}
+)
+
 func worker(r *rig, rng *rand.Rand, n int) {
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
 		q := req(int64(1+rng.IntN(12))*GiB, prio(Priority(rng.IntN(3)-1)), ttl(time.Duration(1+rng.IntN(10))*time.Second))
+		if rng.IntN(10) == 0 { // fits only on GPUs with little foreign memory
+			q.Bytes = int64(18+rng.IntN(4)) * GiB
+		}
 		if rng.IntN(2) == 0 {
 			q.Wait = time.Duration(rng.IntN(3000)) * time.Millisecond
 		}
 		if rng.IntN(4) == 0 {
 			pin(fmt.Sprintf("cuda:%d", rng.IntN(8)))(&q)
 		}
+		q.Holder.UID = randomUIDs[rng.IntN(len(randomUIDs))]
+		q.Limits = randomLimits[q.Holder.UID]
 		l, err := r.eng.Acquire(ctx, q)
 		if err != nil {
 			continue
@@ -157,7 +168,89 @@ func checkInvariants(s *state, seen map[string]bool) []string {
 	if s.queue.len() > s.opts.Leases.MaxQueue {
 		bad = append(bad, fmt.Sprintf("queue length %d > max %d", s.queue.len(), s.opts.Leases.MaxQueue))
 	}
+	bad = append(bad, checkUIDs(s)...)
 	return append(bad, checkBooks(s)...)
+}
+
+// checkUIDs compares the per-uid counts with a recount, checks each uid's
+// limits, and the holds of the plan: only where the request fits once the
+// leases end, and per uid within its share beyond the first.
+func checkUIDs(s *state) []string {
+	var bad []string
+	want := map[int]*uidAcct{}
+	acct := func(uid int) *uidAcct {
+		if want[uid] == nil {
+			want[uid] = &uidAcct{}
+		}
+		return want[uid]
+	}
+	for _, l := range s.leases {
+		u := acct(l.Holder.UID)
+		u.leases++
+		if l.GPU != CPU {
+			u.bytes += l.Bytes
+		}
+	}
+	for _, w := range s.queue.byID {
+		u := acct(w.lease.Holder.UID)
+		u.queued[classOf(w.lease.Priority)]++
+		u.queuedBytes += w.lease.Bytes
+	}
+	active := 0
+	for uid, w := range want {
+		got := s.uids[uid]
+		if got == nil || got.leases != w.leases || got.bytes != w.bytes || got.queued != w.queued || got.queuedBytes != w.queuedBytes {
+			bad = append(bad, fmt.Sprintf("uid %d: counts %+v, recount %+v", uid, got, w))
+			continue
+		}
+		if w.active() {
+			active++
+		}
+		if lim, ok := randomLimits[uid]; ok && !withinLimits(w, lim) {
+			bad = append(bad, fmt.Sprintf("uid %d: %+v passes its limits %+v", uid, w, lim))
+		}
+	}
+	if active != s.activeUIDs {
+		bad = append(bad, fmt.Sprintf("%d active uids counted, %d recounted", s.activeUIDs, active))
+	}
+	_, hold, heldOn := s.plan(s.now())
+	heldBy, holds := map[int]int64{}, map[int]int{}
+	for id, gpu := range heldOn {
+		w := s.queue.byID[id]
+		a, ok := s.accountOf(gpu)
+		if w == nil || !ok {
+			bad = append(bad, fmt.Sprintf("hold for %s on %s: no such waiter or GPU", id, gpu))
+			continue
+		}
+		if w.lease.Bytes > a.UsableBytes-a.ForeignBytes {
+			bad = append(bad, fmt.Sprintf("hold for %s (%d bytes) on GPU %d where usable − foreign is %d", id, w.lease.Bytes, a.Index, a.UsableBytes-a.ForeignBytes))
+		}
+		heldBy[w.lease.Holder.UID] += w.lease.Bytes
+		holds[w.lease.Holder.UID]++
+	}
+	for uid, b := range heldBy {
+		if holds[uid] > 1 && b > s.shareBytes() {
+			bad = append(bad, fmt.Sprintf("uid %d: %d holds of %d bytes pass its share %d", uid, holds[uid], b, s.shareBytes()))
+		}
+	}
+	var sum int64
+	for _, v := range hold {
+		sum += v
+	}
+	var sumBy int64
+	for _, v := range heldBy {
+		sumBy += v
+	}
+	if sum != sumBy {
+		bad = append(bad, fmt.Sprintf("held %d per GPU, %d per uid", sum, sumBy))
+	}
+	return bad
+}
+
+func withinLimits(u *uidAcct, lim Limits) bool {
+	n := u.waiting()
+	return (lim.Queued == 0 || n <= lim.Queued) && (lim.Leases == 0 || u.leases+n <= lim.Leases) &&
+		(lim.Bytes == 0 || u.bytes+u.queuedBytes <= lim.Bytes)
 }
 
 // checkBooks compares the running sums with the formula applied from

@@ -48,22 +48,26 @@ func (s *state) setReclaimable(id string, on bool) (Lease, error) {
 
 // reclaim asks back reclaimable leases for the waiters that still do not
 // fit, and records in s.covered the waiters whose memory is on its way.
-// Memory held for a starving queue head (hold) is not counted as free.
-func (s *state) reclaim(hold map[string]int64) {
+// Memory held for starving waiters ahead of a waiter (heldOn: the GPU
+// holding memory for each) is not counted as free for it; its own is.
+func (s *state) reclaim(heldOn map[string]string) {
 	clear(s.covered)
 	if s.queue.len() == 0 || len(s.reclaimable) == 0 {
 		return // nothing to ask back
 	}
 	coming := s.pendingReclaims()
-	claimed := map[string]int64{}
+	claimed, ahead := map[string]int64{}, map[string]int64{}
 	accounts := s.accounts()
 	for _, w := range s.ordered(s.now()) {
 		if w.lease.State != StateQueued {
 			continue
 		}
-		if gpu, ok := s.reclaimTarget(w, accounts, hold, coming, claimed); ok {
+		if gpu, ok := s.reclaimTarget(w, accounts, ahead, coming, claimed); ok {
 			claimed[gpu] += w.lease.Bytes
 			s.covered[w] = true
+		}
+		if gpu, ok := heldOn[w.lease.ID]; ok {
+			ahead[gpu] += w.lease.Bytes
 		}
 	}
 }
@@ -99,7 +103,7 @@ func (s *state) reclaimTarget(w *waiter, accounts []Account, hold, coming, claim
 			if coming[a.UUID] > 0 {
 				return a.UUID, true // what is already coming back is enough
 			}
-			continue // blocked for another reason (memory held for the head)
+			continue // blocked for another reason (memory held for an earlier waiter)
 		}
 		victims, ok := s.victims(a.UUID, w.lease.Bytes-room)
 		if !ok {

@@ -56,17 +56,26 @@ type state struct {
 	reclaimable map[string]*Lease
 	// measured are the leases whose UsedBytes or Overrun the last
 	// reconcile set, so the next one can clear them.
-	measured  map[*Lease]struct{}
-	queue     queue
-	expiry    deadlines[string]
-	deadlines deadlines[*waiter]
-	ended     map[string]*Lease
-	endedQ    []string
-	subs      map[int]*subscriber
-	nextSub   int
-	seq       uint64
-	stats     Stats
-	waitSeq   uint64
+	measured map[*Lease]struct{}
+	queue    queue
+	// uids are the per-uid counts and recent use (uids.go); activeUIDs
+	// counts those holding or waiting for GPU memory; sumUsable is the
+	// placeable GPUs' usable memory (the fair share's whole).
+	uids       map[int]*uidAcct
+	activeUIDs int
+	sumUsable  int64
+	uidsDirty  bool
+	fair       fairness // the queue's order at the latest plan (uids.go)
+	pubUIDs    []uidRow
+	expiry     deadlines[string]
+	deadlines  deadlines[*waiter]
+	ended      map[string]*Lease
+	endedQ     []string
+	subs       map[int]*subscriber
+	nextSub    int
+	seq        uint64
+	stats      Stats
+	waitSeq    uint64
 
 	journal *journal           // nil without a Store
 	jbuf    []journalEntry     // this step's changes, not yet handed to it
@@ -95,7 +104,7 @@ func newState(opts Options) *state {
 		opts: opts, ctx: context.Background(), log: opts.Log,
 		leases: map[string]*Lease{}, ended: map[string]*Lease{}, subs: map[int]*subscriber{},
 		reclaiming: map[string]bool{}, covered: map[*waiter]bool{}, reclaimable: map[string]*Lease{},
-		bookBy: map[string]*book{}, owners: map[int]map[*Lease]struct{}{}, measured: map[*Lease]struct{}{}, queue: newQueue(),
+		bookBy: map[string]*book{}, uids: map[int]*uidAcct{}, owners: map[int]map[*Lease]struct{}{}, measured: map[*Lease]struct{}{}, queue: newQueue(),
 		board: &board{}, dirty: true,
 	}
 	if opts.Store != nil {
@@ -157,6 +166,11 @@ func (s *state) submit(req Request, reply chan<- result) string {
 		s.reject(w, err)
 		return l.ID
 	}
+	if err := s.admit(l, req.Limits); err != nil {
+		s.reject(w, err)
+		return l.ID
+	}
+	l.limitBytes = req.Limits.Bytes
 	if req.Device.Kind == device.CPU {
 		s.grant(w, Account{Index: -1, UUID: CPU})
 		return l.ID

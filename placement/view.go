@@ -21,6 +21,9 @@ type View struct {
 	// [leases] backfill_window: it is not available to others, though the
 	// accounting formula counts it as available.
 	Held []Hold `json:"held"`
+	// UIDs is what each uid holds and waits for, its recent use and its
+	// fair share, by uid.
+	UIDs []UIDUse `json:"uids"`
 }
 
 // Hold is memory held on a GPU for one blocked waiter.

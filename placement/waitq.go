@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -174,31 +175,12 @@ func (c *classQueue) fitting(node, lo, hi, from int, room int64, out []*waiter) 
 	return c.fitting(2*node+1, mid, hi, from, room, out)
 }
 
-// merged merges the classes' candidate lists into dispatch order at now.
-func (s *state) merged(lists [3][]*waiter, now time.Time) []*waiter {
-	n := len(lists[0]) + len(lists[1]) + len(lists[2])
-	out := make([]*waiter, 0, n)
-	var at [3]int
-	for len(out) < n {
-		best := -1
-		for c := range lists {
-			if at[c] < len(lists[c]) && (best < 0 || s.before(lists[c][at[c]], lists[best][at[best]], now)) {
-				best = c
-			}
-		}
-		out = append(out, lists[best][at[best]])
-		at[best]++
+// merged puts the classes' candidate lists into dispatch order under f.
+func (s *state) merged(lists [3][]*waiter, f *fairness) []*waiter {
+	out := make([]*waiter, 0, len(lists[0])+len(lists[1])+len(lists[2]))
+	for _, l := range lists {
+		out = append(out, l...)
 	}
+	slices.SortFunc(out, func(a, b *waiter) int { return f.compare(a.lease, b.lease, a.seq, b.seq) })
 	return out
-}
-
-// before is the dispatch order: effective priority, then arrival.
-func (s *state) before(a, b *waiter, now time.Time) bool {
-	if ea, eb := s.effective(a, now), s.effective(b, now); ea != eb {
-		return ea > eb
-	}
-	if c := a.lease.Created.Compare(b.lease.Created); c != 0 {
-		return c < 0
-	}
-	return a.seq < b.seq
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -297,6 +298,8 @@ func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, f
 		return nil, fmt.Errorf("estimate: model file: %w", err)
 	case st.IsDir():
 		return nil, fmt.Errorf("estimate: model %s is a directory, not a ggml model file", arg)
+	case !st.Mode().IsRegular():
+		return nil, notRegular(arg, st.Mode())
 	}
 	h, err := readModelFile(arg, st.Size())
 	if err != nil {
@@ -323,12 +326,38 @@ func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, f
 	return mf, nil
 }
 
+// notRegular refuses a FIFO, socket or device named by --model: reading
+// one could block forever.
+func notRegular(path string, mode fs.FileMode) error {
+	kind := "special file"
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		kind = "FIFO"
+	case mode&fs.ModeSocket != 0:
+		kind = "socket"
+	case mode&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return fmt.Errorf("estimate: model %s is not a regular file (a %s); --model takes a ggml .bin file or a known model name: %s",
+		path, kind, knownModelNames())
+}
+
+// readModelFile reads a model file's header. It opens without blocking
+// (a FIFO put in the file's place since the Stat cannot stall the open)
+// and reads only a regular file.
 func readModelFile(path string, size int64) (*ggml.Model, error) {
-	fh, err := os.Open(path)
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("estimate: open model file: %w", err)
 	}
 	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("estimate: stat model file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
 	h, err := ggml.Read(fh, size)
 	switch {
 	case errors.Is(err, ggml.ErrBadMagic):

@@ -31,16 +31,18 @@ they exit. Without a daemon, 'wsched gpus' shows the GPUs and which one wsched
 would pick.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuild().String(), // --version; `wsched version` adds the backends
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "", "config file (default $WSCHED_CONFIG, then "+config.DefaultPath+")")
 	root.PersistentFlags().StringVar(&a.socket, "socket", "", "daemon socket (default $WSCHED_SOCKET, then [daemon] socket)")
 	root.AddCommand(newGPUsCmd(a), newConfigCmd(a), newServeCmd(a), newEstimateCmd(a))
 	root.AddCommand(newLeaseCmd(a), newLeasesCmd(a), newReleaseCmd(a), newRenewCmd(a), newStatusCmd(a), newEventsCmd(a))
 	root.AddCommand(newRunCmd(a), newBenchCmd(a))
 	root.AddCommand(newTranscribeCmd(a), newJobsCmd(a), newJobCmd(a), newCancelCmd(a))
-	root.AddCommand(newBackendsCmd(a), newTopCmd(a))
+	root.AddCommand(newBackendsCmd(a), newTopCmd(a), newMonitorCmd(a))
 	root.AddCommand(newModelsCmd(a))
-	root.AddCommand(newK8sCmd(a), newStateCmd(a))
+	root.AddCommand(newK8sCmd(a), newStateCmd(a), newVersionCmd(a))
 	return root
 }
 

@@ -81,5 +81,8 @@ func renderStatus(a *app, st api.Status, g api.GPUs) error {
 		}
 		fmt.Fprintf(a.out, "queued: %s %s priority %s, waiting %s%s\n", q.ID, units.FormatBytes(q.MemoryBytes), q.Priority, time.Since(q.Created).Round(time.Second), note)
 	}
-	return nil
+	if len(g.UIDs) > 0 {
+		fmt.Fprintf(a.out, "\nper uid: recent use (GiB·s, decayed; USE: part of all) next to fair share\n")
+	}
+	return uidTable(a.out, "    ", g.UIDs)
 }

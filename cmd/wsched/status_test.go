@@ -29,3 +29,38 @@ func TestStatusShowsHeldMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusShowsUseAndShare: each uid's leases, bytes, waiting requests,
+// held memory and recent use are shown next to its fair share.
+func TestStatusShowsUseAndShare(t *testing.T) {
+	var out bytes.Buffer
+	a := &app{streams: streams{out: &out}}
+	gpus := api.GPUs{UIDs: []api.UIDUse{
+		{UID: 0, Leases: 2, Bytes: 8 * GiB, UseGiBSeconds: 300, UseFraction: 0.75, Share: 0.5, ShareBytes: 24 * GiB},
+		{UID: 65534, Queued: 1, QueuedBytes: 20 * GiB, HeldBytes: 20 * GiB, UseGiBSeconds: 100, UseFraction: 0.25, Share: 0.5, ShareBytes: 24 * GiB},
+	}}
+	if err := renderStatus(a, api.Status{Started: time.Now()}, gpus); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	want := map[string][]string{
+		"0 ":     {"root", "8.00 GiB", "300", "75%", "50% (24.00 GiB)"},
+		"65534 ": {"20.00 GiB", "100", "25%", "50% (24.00 GiB)"},
+	}
+	for prefix, fields := range want {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+				found = true
+				for _, f := range fields {
+					if !strings.Contains(l, f) {
+						t.Errorf("uid row %q lacks %q", l, f)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for uid %s:\n%s", prefix, out.String())
+		}
+	}
+}

@@ -73,8 +73,13 @@ func (m *topModel) View() string {
 		b.WriteString(line + "\n")
 	}
 	m.viewQueue(&b)
+	m.viewUIDs(&b)
 	m.viewJobs(&b)
-	b.WriteString(m.st.muted.Render("\ns sort · ↑/↓ select · f follow · esc unfollow · q quit") + "\n")
+	if m.snapshot {
+		b.WriteString(m.st.muted.Render("\na snapshot: no terminal to follow it live (`wsched status` for a summary)") + "\n")
+	} else {
+		b.WriteString(m.st.muted.Render("\ns sort · ↑/↓ select · f follow · esc unfollow · q quit") + "\n")
+	}
 	return b.String()
 }
 
@@ -94,6 +99,14 @@ func (m *topModel) viewQueue(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "  %2d %-20s %9s %-6s %8s  %s\n", i+1, q.ID, units.FormatBytes(q.MemoryBytes), q.Priority, age(q.Created), why)
 	}
+}
+
+func (m *topModel) viewUIDs(b *strings.Builder) {
+	if len(m.gpus.UIDs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s %s\n", m.st.title.Render("USERS"), m.st.muted.Render("recent use (GiB·s, decayed) next to fair share"))
+	_ = uidTable(b, "  ", m.gpus.UIDs)
 }
 
 func (m *topModel) viewJobs(b *strings.Builder) {

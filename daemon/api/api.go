@@ -126,6 +126,31 @@ type GPUs struct {
 	Queue    []Lease   `json:"queue"`
 	// Held lists the memory held for blocked queue entries.
 	Held []Hold `json:"held"`
+	// UIDs is what each uid holds and waits for, its recent use and its
+	// fair share.
+	UIDs []UIDUse `json:"uids"`
+}
+
+// UIDUse is one uid's part of the machine: what it holds and waits for,
+// its recent use (GiB·seconds of granted GPU memory, decayed with
+// [placement] fair_share_half_life) next to its fair share.
+type UIDUse struct {
+	UID         int   `json:"uid"`
+	Leases      int   `json:"leases"`
+	Bytes       int64 `json:"bytes"`
+	Queued      int   `json:"queued"`
+	QueuedBytes int64 `json:"queued_bytes"`
+	// HeldBytes is memory held for its requests that waited past
+	// backfill_window (in /v1/gpus; 0 in /v1/status).
+	HeldBytes     int64   `json:"held_bytes"`
+	UseGiBSeconds float64 `json:"use_gib_seconds"`
+	// UseFraction is its part of all uids' recent use, 0 to 1.
+	UseFraction float64 `json:"use_fraction"`
+	// Share is its fair share of the GPUs (1 / uids holding or waiting
+	// for GPU memory; 0 when it does neither), ShareBytes that part of
+	// their usable memory.
+	Share      float64 `json:"share"`
+	ShareBytes int64   `json:"share_bytes"`
 }
 
 // Status is the body of GET /v1/status.
@@ -146,4 +171,6 @@ type Status struct {
 	QueueByPrio     map[string]int `json:"queue_by_priority"`
 	Stats           Stats          `json:"stats"`
 	SocketActivated bool           `json:"socket_activated"`
+	// UIDs is each uid's leases, bytes, waiting requests, use and share.
+	UIDs []UIDUse `json:"uids"`
 }

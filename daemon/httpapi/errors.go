@@ -64,6 +64,7 @@ var engineStatus = []errorStatus{
 	{placement.ErrNoSuchGPU, http.StatusConflict, "no_such_gpu"},
 	{placement.ErrCancelled, http.StatusConflict, "cancelled"},
 	{placement.ErrQueueFull, http.StatusServiceUnavailable, "queue_full"},
+	{placement.ErrLimit, http.StatusTooManyRequests, "limit_exceeded"},
 	{placement.ErrNoInventory, http.StatusServiceUnavailable, "no_inventory"},
 	{placement.ErrStopped, http.StatusServiceUnavailable, "shutting_down"},
 }

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -49,10 +48,8 @@ func (s *Server) leaseRequest(ctx context.Context, peer Peer, body api.LeaseRequ
 	if req.Holder, err = s.resolveHolder(peer, body.Holder); err != nil {
 		return req, nil, err
 	}
-	for k := range body.Labels {
-		if strings.HasPrefix(k, "wsched.") {
-			return req, nil, badRequest("invalid_field", "field labels: %q: labels starting with \"wsched.\" are the daemon's own", k)
-		}
+	if err := checkLabels(body.Labels); err != nil {
+		return req, nil, err
 	}
 	req.Labels = body.Labels
 	if body.IdempotencyKey != "" {
@@ -156,20 +153,17 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 			return
 		case leave == nil: // a retry: the lease granted for the key before
 			s.log.Info("lease request retried with its idempotency key: answered with its lease", "lease", l.ID, "peer_uid", peer.UID)
-			out := convert.FromLease(l)
-			writeJSON(w, http.StatusOK, out)
+			writeJSON(w, http.StatusOK, convert.FromLease(l))
 			return
 		}
 		defer leave()
 	}
-	done, err := s.admitLease(peer, req)
-	if err != nil {
+	if err := s.admitLease(peer, &req); err != nil {
 		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "err", err)
 		writeError(w, err)
 		return
 	}
 	l, err := s.eng.Acquire(r.Context(), req)
-	done()
 	if err != nil {
 		s.log.Debug("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "device", req.Device, "err", err)
 		writeError(w, err)

@@ -7,7 +7,6 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
@@ -20,34 +19,6 @@ func limited(p Peer) bool { return p.Known && p.UID != 0 }
 
 func limitExceeded(format string, args ...any) error {
 	return &httpError{status: http.StatusTooManyRequests, code: "limit_exceeded", err: fmt.Errorf(format, args...)}
-}
-
-// inflight counts the lease requests of each uid between admission and
-// the engine's answer: a request waiting in the queue stays counted.
-type inflight struct {
-	mu    sync.Mutex
-	byUID map[int]int
-}
-
-// enter counts a request of uid unless that would pass max (0: no limit);
-// it returns the function that uncounts it.
-func (f *inflight) enter(uid, max int) (func(), bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.byUID == nil {
-		f.byUID = map[int]int{}
-	}
-	if max > 0 && f.byUID[uid] >= max {
-		return nil, false
-	}
-	f.byUID[uid]++
-	return sync.OnceFunc(func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.byUID[uid]--; f.byUID[uid] <= 0 {
-			delete(f.byUID, uid)
-		}
-	}), true
 }
 
 // mayUseHigh allows priority high to root and members of
@@ -71,50 +42,26 @@ func (s *Server) mayUseHigh(p Peer) error {
 	return forbidden("priority high is for root and members of group %s ([limits] priority_group)", group)
 }
 
-// admitLease checks a lease request against [limits] before it reaches the
-// engine; the returned function ends its count when the engine answered.
-func (s *Server) admitLease(p Peer, req placement.Request) (func(), error) {
+// admitLease checks a lease request against what [limits] decide before
+// it reaches the engine (priority high, min_lease) and hands the engine the
+// per-uid limits, which it checks in the step that queues or grants the
+// request: the counting is the engine's, O(1), and concurrent requests
+// cannot pass a limit between a check and a grant.
+func (s *Server) admitLease(p Peer, req *placement.Request) error {
 	if req.Priority >= placement.High {
 		if err := s.mayUseHigh(p); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if !limited(p) {
-		return func() {}, nil
+		return nil
 	}
 	lim := s.cfg.Limits
 	if min := int64(lim.MinLease); req.Device.Kind != device.CPU && req.Bytes < min {
-		return nil, badRequest("below_min_lease", "memory_bytes %d is less than [limits] min_lease (%s)", req.Bytes, units.FormatBytes(min))
+		return badRequest("below_min_lease", "memory_bytes %d is less than [limits] min_lease (%s)", req.Bytes, units.FormatBytes(min))
 	}
-	done, ok := s.pending.enter(p.UID, lim.Queued)
-	if !ok {
-		return nil, limitExceeded("uid %d has %d lease requests waiting: [limits] queued", p.UID, lim.Queued)
-	}
-	if lim.Leases > 0 {
-		if n := s.leasesOf(p.UID); n >= lim.Leases {
-			done()
-			return nil, limitExceeded("uid %d holds %d leases: [limits] leases is %d", p.UID, n, lim.Leases)
-		}
-	}
-	return done, nil
-}
-
-// leasesOf counts the granted leases of uid in the engine's latest view.
-func (s *Server) leasesOf(uid int) int {
-	v := s.eng.View()
-	n := 0
-	count := func(ls []placement.Lease) {
-		for _, l := range ls {
-			if l.Holder.UID == uid {
-				n++
-			}
-		}
-	}
-	for _, g := range v.GPUs {
-		count(g.Leases)
-	}
-	count(v.CPU)
-	return n
+	req.Limits = placement.Limits{Leases: lim.Leases, Queued: lim.Queued, Bytes: int64(lim.Bytes)}
+	return nil
 }
 
 // admitJob checks a job submission against [limits] active_jobs and

@@ -119,9 +119,9 @@ type Server struct {
 	log      *slog.Logger
 	procRoot string
 	metrics  *metrics
-	pending  inflight // lease requests per uid ([limits] queued)
-	hub      *hub     // the event streams' one engine subscription
-	keys     keyed    // idempotency keys of lease requests under way
+	hub      *hub      // the event streams' one engine subscription
+	spool    spoolBook // spool bytes reserved for uploads in progress
+	keys     keyed     // idempotency keys of lease requests under way
 }
 
 // New returns the API over opts' components.
@@ -137,7 +137,7 @@ func New(opts Options) *Server {
 		s.procRoot = "/proc"
 	}
 	s.metrics = newMetrics(s.eng, s.jobs)
-	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers)
+	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers, s.cfg.Limits.TokenSubscribers)
 	return s
 }
 

@@ -43,6 +43,16 @@ func (s *Server) gpusBody(peer Peer, v placement.View) api.GPUs {
 	for _, h := range v.Held {
 		out.Held = append(out.Held, api.Hold{LeaseID: h.LeaseID, GPUIndex: index[h.GPU], GPUUUID: h.GPU, Bytes: h.Bytes})
 	}
+	out.UIDs = uidUses(v.UIDs)
+	return out
+}
+
+// uidUses converts the engine's per-uid rows to the wire type.
+func uidUses(us []placement.UIDUse) []api.UIDUse {
+	out := make([]api.UIDUse, 0, len(us))
+	for _, u := range us {
+		out = append(out, api.UIDUse(u))
+	}
 	return out
 }
 
@@ -60,7 +70,7 @@ func (s *Server) statusBody() api.Status {
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
 		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: v.GPUs, Leases: v.Leases,
 		QueueLength: v.Queued, QueueByPrio: v.QueuedBy, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
-		LeasedBytes: v.LeasedBytes, HeldBytes: v.HeldBytes,
+		LeasedBytes: v.LeasedBytes, HeldBytes: v.HeldBytes, UIDs: uidUses(v.UIDs),
 	}
 }
 
