@@ -54,3 +54,31 @@ func TestIdempotentRetryAfterRestart(t *testing.T) {
 		t.Fatal(fig)
 	}
 }
+
+// TestIdempotentKeyAfterRelease: a key whose lease ended gets a new lease;
+// a retry with it then answers the new one.
+func TestIdempotentKeyAfterRelease(t *testing.T) {
+	td := startDaemon(t, 1, 24*GiB, nil)
+	ctx := context.Background()
+	req := api.LeaseRequest{MemoryBytes: GiB, IdempotencyKey: "k"}
+	first, err := td.c.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.Release(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	second, err := td.c.Acquire(ctx, req)
+	if err != nil || second.ID == first.ID {
+		t.Fatalf("after the release: %+v %v", second, err)
+	}
+	again, err := td.c.Acquire(ctx, req)
+	if err != nil || again.ID != second.ID {
+		t.Fatalf("retry: %s %v, want %s", again.ID, err, second.ID)
+	}
+	other := req
+	other.IdempotencyKey = "k2"
+	if l, err := td.c.Acquire(ctx, other); err != nil || l.ID == second.ID {
+		t.Fatalf("another key: %+v %v", l, err)
+	}
+}

@@ -146,7 +146,7 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.IdempotencyKey != "" {
-		l, leave, err := s.sameKey(req.Holder.UID, body.IdempotencyKey)
+		l, leave, err := s.sameKey(r.Context(), req.Holder.UID, body.IdempotencyKey)
 		switch {
 		case err != nil:
 			writeError(w, err)
@@ -171,6 +171,9 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.log.Enabled(r.Context(), slog.LevelDebug) { // its arguments cost allocations on every grant
 		s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	}
+	if body.IdempotencyKey != "" {
+		s.keys.remember(l.Holder.UID, body.IdempotencyKey, l.ID)
 	}
 	out := convert.FromLease(l)
 	out.Estimate = est
