@@ -82,7 +82,8 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
 }
 
-// CancelJob cancels a queued or running job.
+// CancelJob cancels a queued or running job, or deletes a finished one
+// (the answer's Deleted says which): DELETE /v1/jobs/{id}.
 func (c *Client) CancelJob(ctx context.Context, id string) (api.Job, error) {
 	var out api.Job
 	return out, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, &out)

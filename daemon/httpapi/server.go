@@ -39,9 +39,11 @@ type Engine interface {
 // Jobs is the job manager as the API uses it (*jobs.Manager).
 type Jobs interface {
 	Submit(ctx context.Context, spec jobs.Spec) (jobs.Job, error)
+	Admit(ctx context.Context, uid int) error
 	Get(ctx context.Context, id string) (jobs.Job, error)
 	List(ctx context.Context) ([]jobs.Job, error)
 	Cancel(ctx context.Context, id string) (jobs.Job, error)
+	Delete(ctx context.Context, id string) (jobs.Job, bool, error)
 	Wait(ctx context.Context, id string) (jobs.Job, error)
 	Subscribe(ctx context.Context, id string) (jobs.Job, <-chan jobs.Event, func(), error)
 	Watch(ctx context.Context) (<-chan jobs.Event, func(), error)
@@ -160,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/jobs", s.postJob)
 	mux.HandleFunc("GET /v1/jobs", s.listJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", s.cancelJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.deleteJob)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", s.jobEvents)
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.openAITranscription(false))
 	mux.HandleFunc("POST /v1/audio/translations", s.openAITranscription(true))
