@@ -155,7 +155,7 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 	view := newJobsProgress(a.err, isTerminal(a.err), fjs)
 	failed := 0
 	for _, fj := range fjs {
-		done, err := followJob(ctx, c, fj.job.ID, func(ev api.JobEvent) { view.update(fj, ev) })
+		done, err := followJob(ctx, c, fj.job.ID, func(ev api.JobEvent) { view.update(fj, ev) }, a.err)
 		if err != nil {
 			return fmt.Errorf("%s: %w", fj.file, err)
 		}
@@ -183,20 +183,50 @@ func submitFile(ctx context.Context, c *client.Client, file string, f transcribe
 	return c.UploadJob(ctx, file, req)
 }
 
-// followJob streams a job's events until it finishes and returns it.
-func followJob(ctx context.Context, c *client.Client, id string, on func(api.JobEvent)) (api.Job, error) {
-	err := c.JobEvents(ctx, id, func(ev api.JobEvent) error { on(ev); return nil })
-	if err != nil && ctx.Err() == nil {
-		return api.Job{}, err
+// followJob streams a job's events until it finishes and returns it. When
+// the daemon goes away (a restart, a crash: the job is kept and runs on) it
+// re-attaches to the job by its ID once the daemon answers again (polled
+// with backoff for up to reattachWithin), saying so once each way.
+func followJob(ctx context.Context, c *client.Client, id string, on func(api.JobEvent), log io.Writer) (api.Job, error) {
+	lost := false
+	for {
+		err := c.JobEvents(ctx, id, func(ev api.JobEvent) error { on(ev); return nil })
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _ = c.CancelJob(cctx, id)
+			return api.Job{}, ctx.Err()
+		}
+		j, jerr := c.Job(ctx, id)
+		switch {
+		case jerr == nil && j.State.Finished():
+			return j, nil
+		case jerr == nil && err != nil && !restarting(err):
+			return api.Job{}, err
+		case jerr != nil && !restarting(jerr):
+			return api.Job{}, jerr
+		case jerr != nil:
+			if !lost {
+				fmt.Fprintf(log, "wsched: lost the daemon while following job %s (%v); re-attaching once it is back\n", id, jerr)
+				lost = true
+			}
+			if werr := waitDaemon(ctx, c, time.Now().Add(reattachWithin)); werr != nil {
+				return api.Job{}, fmt.Errorf("job %s: %w; it may still run: `wsched job %s`", id, werr, id)
+			}
+			fmt.Fprintf(log, "wsched: the daemon is back; re-attached to job %s\n", id)
+			lost = false
+			continue
+		}
+		select { // the stream ended early (the daemon is stopping): follow again
+		case <-ctx.Done():
+		case <-time.After(backoffFirst):
+		}
 	}
-	if ctx.Err() != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = c.CancelJob(cctx, id)
-		return api.Job{}, ctx.Err()
-	}
-	return c.Job(ctx, id)
 }
+
+// reattachWithin bounds how long transcribe waits for a daemon that went
+// away while it followed a job.
+const reattachWithin = 2 * time.Minute
 
 // writeResult writes a completed job's result to its output file or
 // stdout; a failed job's reason is its progress line's (jobsProgress.finish).

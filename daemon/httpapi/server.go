@@ -15,6 +15,7 @@ import (
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins/host"
@@ -29,6 +30,7 @@ type Engine interface {
 	AddProcessAs(ctx context.Context, id string, pid int, startTicks uint64, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
+	Preview(bytes int64, dev device.Spec, prio placement.Priority) placement.Preview
 	Summary() placement.Summary
 	Accounts() ([]placement.Account, string)
 	Ping(ctx context.Context) error
@@ -121,6 +123,7 @@ type Server struct {
 	metrics  *metrics
 	hub      *hub      // the event streams' one engine subscription
 	spool    spoolBook // spool bytes reserved for uploads in progress
+	keys     keyed     // idempotency keys of lease requests under way
 }
 
 // New returns the API over opts' components.
@@ -164,6 +167,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.openAITranscription(false))
 	mux.HandleFunc("POST /v1/audio/translations", s.openAITranscription(true))
 	mux.HandleFunc("GET /v1/models", s.listModels)
+	mux.HandleFunc("GET /v1/models/registry", s.getRegistry)
+	mux.HandleFunc("POST /v1/placement/preview", s.postPreview)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /v1/monitor/events", s.monitorEvents)
 	mux.Handle("GET /{$}", monitorPage())
