@@ -38,6 +38,8 @@ func relIssue25Store(rec *relRecorder) {
 		"issue: 44 kept; up to 37 released back", relShutdownGrants)
 	rec.single("#18 PIDs added to a lease", "restored PID of another process",
 		"issue: restored without start time", relPIDStart)
+	rec.single("#13 retry, idempotency key", "leases after 10 restarts and retries",
+		"issue: a retry is a new grant", relIdempotentRetry)
 }
 
 // stateCopy copies the state files as a kill -9 leaves them (the daemon

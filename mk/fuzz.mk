@@ -5,6 +5,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS ?= \
 	./internal/units:FuzzParseBytes \
 	./internal/device:FuzzParse \
+	./internal/device:FuzzPinFromEnv \
 	./daemon/httpapi:FuzzDecodeRequests \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \
