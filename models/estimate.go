@@ -49,3 +49,14 @@ func (m Model) EstimateRequest() (estimator.Request, error) {
 	}
 	return estimator.Request{Backend: profile, Model: m.Name}, nil
 }
+
+// RuleBytes is the lease its backend's size rule gives m (a backend without
+// an estimator profile that sizes its models by their size on disk); false
+// when the backend has no such rule.
+func (m Model) RuleBytes() (int64, bool) {
+	d := m.Descriptor
+	if d.Profile != "" || d.Memory == nil {
+		return 0, false
+	}
+	return d.Memory.Bytes(m.SizeBytes), true
+}

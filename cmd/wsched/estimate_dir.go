@@ -2,13 +2,27 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/models"
 	"github.com/wsched/wsched/plugins/descriptor"
 )
+
+// modelDirArg accepts one argument, a model directory (`wsched estimate
+// --backend sherpa-onnx DIR`); a model name goes in --model.
+func modelDirArg(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if st, err := os.Stat(args[0]); len(args) > 1 || err != nil || !st.IsDir() {
+		return fmt.Errorf("unknown command %q for %q: the argument is a model directory; a model name or file goes in --model", args[0], cmd.CommandPath())
+	}
+	return nil
+}
 
 // profileBackend finds the backend whose estimator profile (or backend
 // name) is name, for profiles that size a backend's model files rather

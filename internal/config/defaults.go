@@ -51,5 +51,6 @@ func Defaults() *Config {
 	}
 	connDefaults(&c.Daemon)
 	spoolDefaults(&c.Jobs)
+	jobTableDefaults(&c.Jobs, &c.Limits)
 	return c
 }

@@ -119,9 +119,10 @@ func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error
 	if m.Descriptor.CPUOnly() { // placed on the CPU: no GPU memory to size
 		return 0, estimator.Key{}, nil
 	}
-	if bytes := m.MemoryBytes; bytes > 0 || (m.Descriptor.Profile == "" && m.Descriptor.Memory != nil) {
-		if bytes <= 0 { // the backend's own rule, from the model's size on disk
-			bytes = m.Descriptor.Memory.Bytes(m.SizeBytes)
+	rule, ruled := m.RuleBytes() // the backend's own rule, from the model's size on disk
+	if bytes := m.MemoryBytes; bytes > 0 || ruled {
+		if bytes <= 0 {
+			bytes = rule
 		} // else configured: the operator knows best
 		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.driver())}
 		return max(int64(float64(bytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
