@@ -25,19 +25,23 @@ func (d *Daemon) discoverBackends(ctx context.Context) error {
 	return nil
 }
 
-// rediscoverOnHangup discovers the backends again on every SIGHUP (a
-// backend installed, upgraded or removed) until ctx ends.
-func (d *Daemon) rediscoverOnHangup(ctx context.Context) error {
+// rediscoverOnHangup returns the loop that discovers the backends again on
+// every SIGHUP (a backend installed, upgraded or removed) until its context
+// ends. The signal is caught from the call on, before the loop runs, so a
+// SIGHUP right after start-up does not end the process.
+func (d *Daemon) rediscoverOnHangup() func(context.Context) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP)
-	defer signal.Stop(sig)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-sig:
-			if err := d.discoverBackends(ctx); err != nil {
-				d.log.Error("SIGHUP: backends rediscovered, but a model entry does not fit its backend", "err", err)
+	return func(ctx context.Context) error {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-sig:
+				if err := d.discoverBackends(ctx); err != nil {
+					d.log.Error("SIGHUP: backends rediscovered, but a model entry does not fit its backend", "err", err)
+				}
 			}
 		}
 	}

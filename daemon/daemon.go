@@ -174,7 +174,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg.run(d.upkeep.Run)
 	bg.run(d.watchdog)
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
-	stopHangup := d.start(bg.ctx, "SIGHUP handler", d.rediscoverOnHangup)
+	stopHangup := d.start(bg.ctx, "SIGHUP handler", d.rediscoverOnHangup())
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins
