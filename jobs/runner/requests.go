@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -31,6 +32,20 @@ func (r *Runner) loadRequest(m models.Model, job jobs.Job) plugins.LoadRequest {
 		}
 	}
 	return req
+}
+
+// checkJobOptions checks the job's values for its backend's Job options
+// (SenseVoice's language): a value the backend does not take is the
+// client's mistake, named by its field, before any memory is leased.
+func checkJobOptions(m models.Model, job jobs.Job) error {
+	for name, v := range jobOptions(job) {
+		if o, ok := m.Descriptor.Option(name); ok && o.Job && v != "" {
+			if err := o.CheckWire(v); err != nil {
+				return jobs.Mark(fmt.Errorf("model %q (backend %s): field %s: %w", m.Name, m.Backend, name, err), jobs.ErrBadInput)
+			}
+		}
+	}
+	return nil
 }
 
 // jobOptions are a job's request fields an option can take its value from.

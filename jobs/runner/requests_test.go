@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/wsched/wsched/jobs"
@@ -37,5 +39,23 @@ func TestLoadRequestOptions(t *testing.T) {
 		if !maps.Equal(got.Extra, tt.want) || (tt.want == nil) != (got.Extra == nil) || got.FlashAttention != tt.fa {
 			t.Errorf("%s, job language %q: Extra %v fa %v, want %v fa %v", tt.m.Name, tt.lang, got.Extra, got.FlashAttention, tt.want, tt.fa)
 		}
+	}
+}
+
+// TestJobOptionsChecked: a job's value for a Job option of its backend is
+// checked by the option's type and named by its field.
+func TestJobOptionsChecked(t *testing.T) {
+	sherpa := modeldir.Descriptor()
+	m := models.Model{Name: "sv", Backend: sherpa.Name, Path: "/m/sv", Descriptor: sherpa}
+	if err := checkJobOptions(m, jobs.Job{Spec: jobs.Spec{Language: "yue"}}); err != nil {
+		t.Errorf("language yue: %v", err)
+	}
+	err := checkJobOptions(m, jobs.Job{Spec: jobs.Spec{Language: "de"}})
+	if !errors.Is(err, jobs.ErrBadInput) || !strings.Contains(err.Error(), `field language: "de" is not allowed: want one of auto, zh`) {
+		t.Errorf("language de: %v", err)
+	}
+	wh := describe.Descriptor()
+	if err := checkJobOptions(models.Model{Name: "tiny", Descriptor: wh}, jobs.Job{Spec: jobs.Spec{Language: "de"}}); err != nil {
+		t.Errorf("whisper.cpp takes the language per job, not as an option: %v", err)
 	}
 }

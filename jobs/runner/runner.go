@@ -84,6 +84,9 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		return transcript.Transcript{}, jobs.Mark(fmt.Errorf("model %q (backend %s): voice activity detection is not available: the backend gets the audio as it is (submit without vad)",
 			m.Name, m.Backend), jobs.ErrBadInput)
 	}
+	if err := checkJobOptions(m, job); err != nil {
+		return transcript.Transcript{}, err
+	}
 	bytes, key, err := r.size(m, job)
 	if err != nil {
 		return transcript.Transcript{}, err

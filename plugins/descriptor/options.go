@@ -132,6 +132,30 @@ func (o Option) wire(v any) (string, error) {
 	return s, o.checkString(s)
 }
 
+// CheckWire checks a value as it travels (a string): a job's value for a
+// Job option, say. The error names the value, not the key.
+func (o Option) CheckWire(s string) error {
+	switch o.Type {
+	case TypeBool:
+		if _, err := strconv.ParseBool(s); err != nil {
+			return fmt.Errorf("%q is not allowed: want true or false", s)
+		}
+	case TypeInt:
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			return fmt.Errorf("%q is not allowed: want a whole number", s)
+		}
+	case TypeFloat:
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return fmt.Errorf("%q is not allowed: want a number", s)
+		}
+	case TypeList, TypeTable:
+		if !json.Valid([]byte(s)) {
+			return fmt.Errorf("%q is not allowed: want JSON", s)
+		}
+	}
+	return o.checkString(s)
+}
+
 func (o Option) checkString(s string) error {
 	switch o.Type {
 	case TypeEnum:
