@@ -189,6 +189,8 @@ func (c Config) Validate() error {
 // keys relative to [leases].
 func (l LeaseConfig) Validate() error {
 	switch {
+	case l.Overrun != OverrunWarn && l.Overrun != OverrunKill: // not taken for warn
+		return confval.Bad("overrun", "%q is not allowed: want warn or kill", string(l.Overrun))
 	case l.DefaultTTL <= 0:
 		return confval.Bad("default_ttl", "%s is not allowed: want a duration above 0", l.DefaultTTL)
 	case l.MaxTTL < l.DefaultTTL:

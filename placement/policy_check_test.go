@@ -29,6 +29,11 @@ func TestUnknownPolicyRefused(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Run did not refuse the policy at once")
 	}
+	lc := DefaultLeaseConfig()
+	lc.Overrun = "ignore"
+	if err := lc.Validate(); !errors.As(err, &ke) || ke.Key != "overrun" {
+		t.Errorf("LeaseConfig.Validate with overrun ignore: %v", err)
+	}
 	if e := New(Options{}); e.st.opts.Placement.Policy != PolicySpread {
 		t.Errorf("a Config without a policy runs %q", e.st.opts.Placement.Policy)
 	}
