@@ -27,6 +27,7 @@ func Descriptor() descriptor.Descriptor {
 			{Name: "language", Type: descriptor.TypeEnum, Values: []string{"auto", "zh", "en", "ja", "ko", "yue"}, Job: true,
 				Help: "SenseVoice's language, fixed when it loads (default auto); a job naming a language gets an instance of its own"},
 			{Name: "itn", Type: descriptor.TypeBool, Help: "inverse text normalization (default on)"},
+			{Name: "threads", Type: descriptor.TypeInt, Help: "CPU threads of the recognizer (default: the backend's)"},
 		},
 	}
 }

@@ -29,6 +29,8 @@ func Descriptor() descriptor.Descriptor {
 		Options: []descriptor.Option{{
 			Name: "flash_attention", Type: descriptor.TypeBool, Default: "true",
 			Help: "use flash attention (whisper.cpp's default; shrinks the encoder's compute buffer)",
+		}, {
+			Name: "threads", Type: descriptor.TypeInt, Help: "CPU threads per transcription (default: the backend's)",
 		}},
 	}
 }
