@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/plugins/descriptor"
 )
 
 // testModels holds whisper.cpp's for-tests models: real headers, no weights.
@@ -82,7 +83,9 @@ func TestLoadRegistry(t *testing.T) {
 		{Name: "base.en", Backend: WhisperCpp, Path: baseEn, SizeBytes: size(baseEn), Origin: FromModelsDir},
 		{Name: "broken", Backend: WhisperCpp, Path: broken, SizeBytes: 18, Origin: FromModelsDir, Problem: "not a whisper.cpp ggml model file (bad magic)"},
 		{Name: "gone", Backend: WhisperCpp, Path: filepath.Join(root, "nowhere.bin"), Origin: FromConfig, Problem: "file missing"},
-		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv), SizeBytes: 13, Origin: FromConfig},
+		// A backend no plugin directory provides: listed, with the reason.
+		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv), Origin: FromConfig,
+			Problem: `backend "sensevoice" (known: exec, sherpa-onnx, whisper.cpp): no such backend`},
 		{Name: "small", Backend: WhisperCpp, Path: small, SizeBytes: size(small), Origin: FromConfig, Shadows: shadowed},
 		{Name: "tiny", Backend: WhisperCpp, Path: tiny, SizeBytes: size(tiny), Origin: FromModelsDir},
 	}
@@ -98,6 +101,13 @@ func TestLoadRegistry(t *testing.T) {
 			t.Errorf("%s: entry %+v", g.Name, g.Entry)
 		}
 		g.Entry = config.Model{}
+		if g.Problem == "" && g.Descriptor.Name != g.Backend {
+			t.Errorf("%s: descriptor %q for backend %q", g.Name, g.Descriptor.Name, g.Backend)
+		}
+		g.Descriptor = descriptor.Descriptor{}
+		if len(g.Options) == 0 {
+			g.Options = nil // config entries carry an empty table
+		}
 		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("model %d\n got %+v\nwant %+v", i, g, want[i])
 		}
@@ -176,7 +186,8 @@ func TestEstimateRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName, err := est.Estimate(estimator.Request{Backend: estimator.WhisperCpp, Model: "base"})
+	// The descriptor's best_of (whisper.cpp's default 5) travels with the file's request.
+	byName, err := est.Estimate(estimator.Request{Backend: estimator.WhisperCpp, Model: "base", BestOf: req.BestOf})
 	if err != nil || fromFile.TotalBytes != byName.TotalBytes {
 		t.Errorf("file estimate %d, by name %d (%v)", fromFile.TotalBytes, byName.TotalBytes, err)
 	}
