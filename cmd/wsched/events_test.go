@@ -54,7 +54,25 @@ func TestEventsJSONLines(t *testing.T) {
 			t.Fatal("no event line")
 		}
 	}
-	for i, line := range []string{first, <-lines, <-lines} {
+	// One more lease: its two events follow whatever the first was, so two
+	// more lines come however the subscription and the loop above met.
+	l, err := c.Acquire(ctx, api.LeaseRequest{MemoryBytes: GiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Release(ctx, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	next := func() string {
+		select {
+		case line := <-lines:
+			return line
+		case <-ctx.Done():
+			t.Fatal("fewer than three event lines")
+			return ""
+		}
+	}
+	for i, line := range []string{first, next(), next()} {
 		var ev api.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Type == "" || ev.Lease.ID == "" {
 			t.Fatalf("line %d is not one event object: %q (%v)", i, line, err)
