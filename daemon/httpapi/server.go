@@ -27,6 +27,7 @@ type Engine interface {
 	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
 	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
 	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
+	ReportUsageAs(ctx context.Context, id string, u placement.Usage, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
 	Summary() placement.Summary
@@ -149,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/leases/{id}", s.deleteLease)
 	mux.HandleFunc("POST /v1/leases/{id}/renew", s.renewLease)
 	mux.HandleFunc("POST /v1/leases/{id}/pids", s.addLeasePID)
+	mux.HandleFunc("POST /v1/leases/{id}/usage", s.postUsage)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/estimate", s.postEstimate)
 	mux.HandleFunc("POST /v1/estimator/samples", s.postSamples)

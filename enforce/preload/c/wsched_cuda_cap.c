@@ -1,0 +1,512 @@
+/*
+ * wsched_cuda_cap.c — the `preload` enforcement tier (issue 27).
+ *
+ * wsched puts this library in LD_PRELOAD for the processes that hold a lease.
+ * It wraps the CUDA driver's allocation entry points, counts what the process
+ * holds on the GPU, and refuses (CUDA_ERROR_OUT_OF_MEMORY) an allocation that
+ * would take the total past WSCHED_CUDA_LIMIT_BYTES (the lease plus
+ * [enforcement] borrow; WSCHED_MEMORY_BYTES, the lease, when that is unset;
+ * neither: count only). The frees give the bytes back.
+ *
+ * The CUDA runtime does not call these symbols by name: it dlopens
+ * libcuda.so.1, dlsyms cuGetProcAddress and resolves every entry point
+ * through it. So, as HAMi-core does, the library also wraps
+ * cuGetProcAddress(_v2) and dlsym: whatever pointer the driver hands out for
+ * an entry point wrapped here is swapped for the wrapper.
+ *
+ * When an allocation is refused, or the total passes the lease (borrowing),
+ * the library tells the daemon at once: a detached thread sends
+ * POST /v1/leases/$WSCHED_LEASE_ID/usage over the Unix socket
+ * ($WSCHED_SOCKET). The allocating thread never waits for it; one report is
+ * in flight at a time, and a newer state is sent after it.
+ *
+ * Known gaps (docs/enforcement.md): memory pools are counted by what was
+ * allocated from them, not what they keep cached; the context, module and
+ * library loads are not counted; a process that calls the driver through
+ * its own ioctl wrapper is not seen.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned int CUdeviceptr_v1;
+typedef unsigned long long CUmemHandle;
+typedef void *CUstream;
+typedef void *CUmemoryPool;
+typedef unsigned long long cuuint64_t;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+
+/* ---- the real driver ------------------------------------------------ */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn real_dlsym_p;
+
+static void *real_dlsym(void *h, const char *name) {
+	if (!real_dlsym_p) {
+		/* glibc ≥ 2.34 keeps dlsym in libc at GLIBC_2.34; older ones at the
+		 * architecture's base version. dlvsym itself is not wrapped. */
+		static const char *versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0", NULL};
+		for (int i = 0; versions[i] && !real_dlsym_p; i++)
+			real_dlsym_p = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+		if (!real_dlsym_p)
+			return NULL;
+	}
+	return real_dlsym_p(h, name);
+}
+
+/* real looks name up in the driver: the next object after this one, else
+ * libcuda.so.1 (which the runtime dlopens after start). */
+static void *real(const char *name) {
+	void *p = real_dlsym(RTLD_NEXT, name);
+	if (p)
+		return p;
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen("libcuda.so.1", RTLD_LAZY);
+	return h ? real_dlsym(h, name) : NULL;
+}
+
+#define REAL(name)                                                \
+	typedef __typeof__(&name) name##_fn;                      \
+	static _Atomic(name##_fn) real_##name;                    \
+	name##_fn r_##name = atomic_load(&real_##name);           \
+	if (!r_##name) {                                          \
+		r_##name = (name##_fn)real(#name);                \
+		atomic_store(&real_##name, r_##name);             \
+	}                                                         \
+	if (!r_##name)                                            \
+		return 999 /* CUDA_ERROR_UNKNOWN */;
+
+/* ---- accounting ------------------------------------------------------ */
+
+#define BUCKETS 4096
+struct entry {
+	unsigned long long key;
+	size_t bytes;
+	struct entry *next;
+};
+/* Two key spaces: device pointers, and cuMemCreate's handles. */
+static struct entry *table[2][BUCKETS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static size_t used, peak, refused_total;
+static long long limit = -1, lease = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static long long env_bytes(const char *name) {
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	char *end;
+	long long n = strtoll(v, &end, 10);
+	return (*end || n < 0) ? -1 : n;
+}
+
+static void init(void) {
+	lease = env_bytes("WSCHED_MEMORY_BYTES");
+	limit = env_bytes("WSCHED_CUDA_LIMIT_BYTES");
+	if (limit < 0)
+		limit = lease;
+}
+
+static unsigned bucket(unsigned long long k) { return (unsigned)((k >> 8) ^ (k >> 20) ^ k) % BUCKETS; }
+
+static void report(size_t refused);
+
+/* reserve takes n bytes when they fit under the limit; else it counts a
+ * refusal, reports it and answers 0. */
+static int reserve(size_t n) {
+	pthread_once(&once, init);
+	pthread_mutex_lock(&mu);
+	int ok = limit < 0 || used + n <= (size_t)limit;
+	size_t before = used;
+	if (ok) {
+		used += n;
+		if (used > peak)
+			peak = used;
+	} else {
+		refused_total += n;
+	}
+	int borrowing = ok && lease >= 0 && before <= (size_t)lease && used > (size_t)lease;
+	pthread_mutex_unlock(&mu);
+	if (!ok)
+		report(n);
+	else if (borrowing)
+		report(0);
+	return ok;
+}
+
+static void unreserve(size_t n) {
+	pthread_mutex_lock(&mu);
+	used = n > used ? 0 : used - n;
+	pthread_mutex_unlock(&mu);
+}
+
+static void remember(int space, unsigned long long key, size_t n) {
+	struct entry *e = malloc(sizeof *e);
+	if (!e)
+		return; /* counted, but its free will not give it back */
+	e->key = key;
+	e->bytes = n;
+	pthread_mutex_lock(&mu);
+	unsigned b = bucket(key);
+	e->next = table[space][b];
+	table[space][b] = e;
+	pthread_mutex_unlock(&mu);
+}
+
+static void forget(int space, unsigned long long key) {
+	pthread_mutex_lock(&mu);
+	for (struct entry **p = &table[space][bucket(key)]; *p; p = &(*p)->next) {
+		if ((*p)->key == key) {
+			struct entry *e = *p;
+			*p = e->next;
+			used = e->bytes > used ? 0 : used - e->bytes;
+			pthread_mutex_unlock(&mu);
+			free(e);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+/* after an allocation call: keep the bytes and remember the pointer, or
+ * give them back when the driver refused. */
+static CUresult settle(CUresult rc, int space, unsigned long long key, size_t n) {
+	if (rc == CUDA_SUCCESS)
+		remember(space, key, n);
+	else
+		unreserve(n);
+	return rc;
+}
+
+/* ---- reporting to the daemon ----------------------------------------- */
+
+static atomic_int inflight, pending;
+static size_t last_refused;
+
+static const char *socket_path(char *buf, size_t size) {
+	const char *s = getenv("WSCHED_SOCKET");
+	if (s && *s)
+		return s;
+	if (getuid() == 0)
+		return "/run/wsched/wsched.sock";
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	if (!x || !*x)
+		return NULL;
+	snprintf(buf, size, "%s/wsched.sock", x);
+	return buf;
+}
+
+static void send_report(void) {
+	const char *id = getenv("WSCHED_LEASE_ID");
+	char pathbuf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const char *path = socket_path(pathbuf, sizeof pathbuf);
+	if (!id || !*id || !path || strlen(path) >= sizeof pathbuf || strchr(id, '/') || strchr(id, ' '))
+		return;
+	pthread_mutex_lock(&mu);
+	size_t u = used, pk = peak, rt = refused_total, r = last_refused;
+	last_refused = 0; /* sent once; a later report without a refusal says 0 */
+	pthread_mutex_unlock(&mu);
+	char body[256], req[768];
+	int bn = snprintf(body, sizeof body,
+			  "{\"pid\":%d,\"used_bytes\":%zu,\"peak_bytes\":%zu,\"limit_bytes\":%lld,"
+			  "\"refused_bytes\":%zu,\"refused_total_bytes\":%zu}",
+			  (int)getpid(), u, pk, limit, r, rt);
+	int rn = snprintf(req, sizeof req,
+			  "POST /v1/leases/%s/usage HTTP/1.1\r\nHost: wsched\r\nContent-Type: application/json\r\n"
+			  "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+			  id, bn, body);
+	if (bn <= 0 || rn <= 0 || (size_t)rn >= sizeof req)
+		return;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && send(fd, req, (size_t)rn, MSG_NOSIGNAL) == rn) {
+		char buf[512]; /* wait for the answer, so the daemon's handler runs to its end */
+		while (read(fd, buf, sizeof buf) > 0)
+			;
+	}
+	close(fd);
+}
+
+static void *reporter(void *arg) {
+	(void)arg;
+	for (;;) {
+		atomic_store(&pending, 0);
+		send_report();
+		atomic_store(&inflight, 0);
+		/* a report asked for while this one was sent goes out now */
+		if (!atomic_load(&pending) || atomic_exchange(&inflight, 1))
+			return NULL;
+	}
+}
+
+/* report sends the state (with refused, the allocation just refused) from a
+ * detached thread; the caller does not wait. */
+static void report(size_t refused) {
+	pthread_mutex_lock(&mu);
+	if (refused)
+		last_refused = refused;
+	pthread_mutex_unlock(&mu);
+	atomic_store(&pending, 1);
+	if (atomic_exchange(&inflight, 1))
+		return;
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, reporter, NULL) != 0)
+		atomic_store(&inflight, 0);
+	pthread_attr_destroy(&a);
+}
+
+/* flush gives a report in flight up to a second at exit: a process that
+ * exits on its refused allocation still reaches the daemon. */
+__attribute__((destructor)) static void flush(void) {
+	for (int i = 0; i < 100 && atomic_load(&inflight); i++)
+		usleep(10000);
+}
+
+/* ---- the wrapped entry points ----------------------------------------- */
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
+	REAL(cuMemAlloc_v2)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAlloc_v2(dptr, n);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int n) {
+	REAL(cuMemAlloc)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAlloc(dptr, n);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
+	REAL(cuMemAllocManaged)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocManaged(dptr, n, flags);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+/* The pitch is at least the width: width × height is reserved first, then
+ * the count is corrected to pitch × height. */
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w, size_t h, unsigned int elem) {
+	REAL(cuMemAllocPitch_v2)
+	size_t n = w * h;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocPitch_v2(dptr, pitch, w, h, elem);
+	if (rc == CUDA_SUCCESS && *pitch * h > n) {
+		pthread_mutex_lock(&mu);
+		used += *pitch * h - n;
+		pthread_mutex_unlock(&mu);
+		n = *pitch * h;
+	}
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int w, unsigned int h, unsigned int elem) {
+	REAL(cuMemAllocPitch)
+	size_t n = (size_t)w * h;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocPitch(dptr, pitch, w, h, elem);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) {
+	REAL(cuMemAllocAsync)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocAsync(dptr, n, s);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s) {
+	REAL(cuMemAllocFromPoolAsync)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocFromPoolAsync(dptr, n, pool, s);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemCreate(CUmemHandle *handle, size_t n, const void *prop, unsigned long long flags) {
+	REAL(cuMemCreate)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemCreate(handle, n, prop, flags);
+	return settle(rc, 1, rc == CUDA_SUCCESS ? *handle : 0, n);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+	REAL(cuMemFree_v2)
+	CUresult rc = r_cuMemFree_v2(p);
+	if (rc == CUDA_SUCCESS)
+		forget(0, p);
+	return rc;
+}
+
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 p) {
+	REAL(cuMemFree)
+	CUresult rc = r_cuMemFree(p);
+	if (rc == CUDA_SUCCESS)
+		forget(0, p);
+	return rc;
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+	REAL(cuMemFreeAsync)
+	CUresult rc = r_cuMemFreeAsync(p, s);
+	if (rc == CUDA_SUCCESS)
+		forget(0, p);
+	return rc;
+}
+
+EXPORT CUresult cuMemRelease(CUmemHandle h) {
+	REAL(cuMemRelease)
+	CUresult rc = r_cuMemRelease(h);
+	if (rc == CUDA_SUCCESS)
+		forget(1, h);
+	return rc;
+}
+
+/* cuMemGetInfo answers within the cap, so frameworks that size their caches
+ * from it (PyTorch, TensorFlow) stay inside the lease. */
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+	REAL(cuMemGetInfo_v2)
+	CUresult rc = r_cuMemGetInfo_v2(free_, total);
+	pthread_once(&once, init);
+	if (rc != CUDA_SUCCESS || limit < 0)
+		return rc;
+	pthread_mutex_lock(&mu);
+	size_t room = used >= (size_t)limit ? 0 : (size_t)limit - used;
+	pthread_mutex_unlock(&mu);
+	if (*free_ > room)
+		*free_ = room;
+	if (*total > (size_t)limit)
+		*total = (size_t)limit;
+	return rc;
+}
+
+/* ---- resolution through cuGetProcAddress and dlsym --------------------- */
+
+struct wrapped {
+	const char *name;
+	void *wrapper;
+};
+static const struct wrapped wrappers[] = {
+    {"cuMemAlloc", (void *)cuMemAlloc},
+    {"cuMemAlloc_v2", (void *)cuMemAlloc_v2},
+    {"cuMemAllocManaged", (void *)cuMemAllocManaged},
+    {"cuMemAllocPitch", (void *)cuMemAllocPitch},
+    {"cuMemAllocPitch_v2", (void *)cuMemAllocPitch_v2},
+    {"cuMemAllocAsync", (void *)cuMemAllocAsync},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+    {"cuMemCreate", (void *)cuMemCreate},
+    {"cuMemFree", (void *)cuMemFree},
+    {"cuMemFree_v2", (void *)cuMemFree_v2},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync},
+    {"cuMemRelease", (void *)cuMemRelease},
+    {"cuMemGetInfo_v2", (void *)cuMemGetInfo_v2},
+    {"cuGetProcAddress", NULL}, /* filled below: defined after this table */
+    {"cuGetProcAddress_v2", NULL},
+    {NULL, NULL},
+};
+
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags, void *status);
+
+static void *wrapper_of_name(const char *name) {
+	if (!strcmp(name, "cuGetProcAddress"))
+		return (void *)cuGetProcAddress;
+	if (!strcmp(name, "cuGetProcAddress_v2"))
+		return (void *)cuGetProcAddress_v2;
+	for (const struct wrapped *w = wrappers; w->name; w++)
+		if (w->wrapper && !strcmp(w->name, name))
+			return w->wrapper;
+	return NULL;
+}
+
+/* swap replaces a pointer the driver handed out for an entry point wrapped
+ * here with its wrapper: the driver picks the version (cuMemAlloc asked for
+ * CUDA ≥ 3.2 is cuMemAlloc_v2), so the pointer, not the name, decides. */
+static void *swap(void *p) {
+	if (!p)
+		return p;
+	for (const struct wrapped *w = wrappers; w->name; w++) {
+		void *r = real(w->name);
+		if (r && r == p)
+			return wrapper_of_name(w->name);
+	}
+	return p;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags) {
+	REAL(cuGetProcAddress)
+	CUresult rc = r_cuGetProcAddress(sym, pfn, ver, flags);
+	if (rc == CUDA_SUCCESS && pfn)
+		*pfn = swap(*pfn);
+	return rc;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags, void *status) {
+	REAL(cuGetProcAddress_v2)
+	CUresult rc = r_cuGetProcAddress_v2(sym, pfn, ver, flags, status);
+	if (rc == CUDA_SUCCESS && pfn)
+		*pfn = swap(*pfn);
+	return rc;
+}
+
+/* dl_sym is glibc's _dl_sym (GLIBC_PRIVATE), which takes the caller's
+ * address: dlsym(RTLD_NEXT, …) through the wrapper must search after the
+ * caller, not after this library. */
+typedef void *(*dl_sym_fn)(void *, const char *, void *);
+static dl_sym_fn dl_sym(void) {
+	static _Atomic(dl_sym_fn) p;
+	static atomic_int looked;
+	if (!atomic_load(&looked)) {
+		atomic_store(&p, (dl_sym_fn)dlvsym(RTLD_DEFAULT, "_dl_sym", "GLIBC_PRIVATE"));
+		atomic_store(&looked, 1);
+	}
+	return atomic_load(&p);
+}
+
+/* dlsym: the runtime looks cuGetProcAddress up in its own handle of
+ * libcuda.so.1, which LD_PRELOAD does not interpose. */
+EXPORT void *dlsym(void *h, const char *name) {
+	void *p;
+	if (h == RTLD_NEXT && dl_sym())
+		p = dl_sym()(h, name, __builtin_return_address(0)); /* next after the caller, not after us */
+	else
+		p = real_dlsym(h, name);
+	if (!p || name[0] != 'c' || name[1] != 'u')
+		return p;
+	void *w = wrapper_of_name(name);
+	return (w && p != w) ? w : p;
+}
