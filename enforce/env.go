@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"maps"
 	"strconv"
 
 	"github.com/wsched/wsched/enforce/preload"
@@ -64,3 +65,6 @@ func (e *Enforcer) Env(l placement.Lease) map[string]string {
 	}
 	return nil
 }
+
+// Choices is every GPU's choice, by UUID.
+func (e *Enforcer) Choices() map[string]Choice { return maps.Clone(e.byGPU) }

@@ -21,3 +21,9 @@ type Enforcement struct {
 	Tier   string `json:"tier"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// GPUEnforcement is one GPU's tier on GET /v1/status.
+type GPUEnforcement struct {
+	GPUUUID string `json:"gpu_uuid"`
+	Enforcement
+}

@@ -103,6 +103,9 @@ type Options struct {
 	Log     *slog.Logger
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
+	// Enforcer, when set, is each GPU's enforcement tier: shown on
+	// /v1/gpus and /v1/status, its variables added to a granted lease's env.
+	Enforcer Enforcer
 }
 
 // Server serves the API.
@@ -119,13 +122,14 @@ type Server struct {
 	procRoot string
 	metrics  *metrics
 	hub      *hub // the event streams' one engine subscription
+	enforcer Enforcer
 }
 
 // New returns the API over opts' components.
 func New(opts Options) *Server {
 	s := &Server{
 		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator, learned: opts.Learned,
-		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot,
+		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot, enforcer: opts.Enforcer,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -20,15 +20,20 @@ import (
 	"github.com/wsched/wsched/placement/inventory"
 )
 
-// A holder under the cap allocates past its lease (borrowing), then past
-// lease + borrow: the allocation fails with CUDA_ERROR_OUT_OF_MEMORY and the
-// daemon publishes an overrun event while the process still runs — at
-// allocation time, not at the next NVML sample (the simulated GPU never
-// shows the process at all).
+// With [enforcement] mode = "preload" and the library installed beside the
+// binary, the daemon shows the tier per GPU and a lease's environment puts
+// the cap in front of the driver. The holder, started with exactly that
+// environment, allocates past its lease (borrowing), then past lease +
+// borrow: the allocation fails with CUDA_ERROR_OUT_OF_MEMORY and the daemon
+// publishes an overrun event while the process still runs — at allocation
+// time, not at the next NVML sample (the simulated GPU never shows the
+// process at all).
 func TestOverrunReachesDaemonAtAllocation(t *testing.T) {
 	k := buildKit(t)
+	installed := installBesideBinary(t, k.lib)
 	dir := t.TempDir()
 	cfg := config.Defaults()
+	cfg.Enforcement.Mode, cfg.Enforcement.Borrow = "preload", units.Bytes(512*units.MiB)
 	cfg.Daemon.Socket, cfg.Daemon.StateDir = filepath.Join(dir, "wsched.sock"), filepath.Join(dir, "state")
 	cfg.Inventory.Provider = inventory.ProviderSim
 	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * units.GiB)}}
@@ -41,8 +46,15 @@ func TestOverrunReachesDaemonAtAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := preload.Env(k.lib, "", l.MemoryBytes, 512*units.MiB, cfg.Daemon.Socket)
-	env["WSCHED_LEASE_ID"], env["WSCHED_MEMORY_BYTES"] = l.ID, "1073741824"
+	want := map[string]string{"LD_PRELOAD": installed, "WSCHED_CUDA_LIMIT_BYTES": "1610612736", "WSCHED_SOCKET": cfg.Daemon.Socket,
+		"WSCHED_LEASE_ID": l.ID, "WSCHED_MEMORY_BYTES": "1073741824"}
+	for key, v := range want {
+		if l.Env[key] != v {
+			t.Errorf("lease env %s = %q, want %q", key, l.Env[key], v)
+		}
+	}
+	checkTiers(ctx, t, c, "preload")
+	env := l.Env
 	cmd := exec.Command(k.alloc, "direct", "805306368", "536870912", "pause", "536870912", "pause")
 	cmd.Env = os.Environ()
 	for key, v := range env {
@@ -74,6 +86,47 @@ func TestOverrunReachesDaemonAtAllocation(t *testing.T) {
 	st, err := c.Status(ctx)
 	if err != nil || st.Stats.Overruns < 2 {
 		t.Errorf("status overruns = %d (%v), want at least 2", st.Stats.Overruns, err)
+	}
+}
+
+// installBesideBinary copies lib beside the test binary, where the daemon
+// looks for it (preload.Dirs), and returns its path.
+func installBesideBinary(t *testing.T, lib string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(filepath.Dir(exe), preload.LibName)
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dst) })
+	return dst
+}
+
+// checkTiers checks that /v1/gpus and /v1/status show tier for every GPU.
+func checkTiers(ctx context.Context, t *testing.T, c *client.Client, tier string) {
+	t.Helper()
+	gpus, err := c.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gpus.GPUs {
+		if g.Enforcement == nil || g.Enforcement.Tier != tier || g.Enforcement.Reason == "" {
+			t.Errorf("GPU %d enforcement %+v, want tier %s with a reason", g.Index, g.Enforcement, tier)
+		}
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Enforcement) != len(gpus.GPUs) || len(st.Enforcement) == 0 || st.Enforcement[0].Tier != tier {
+		t.Errorf("status enforcement %+v, want tier %s for %d GPUs", st.Enforcement, tier, len(gpus.GPUs))
 	}
 }
 

@@ -23,6 +23,9 @@ var errExited = errors.New("backend process exited")
 func (h *Host) env(l placement.Lease) []string {
 	env := h.opts.Environ()
 	vars := placement.Env(l)
+	if h.opts.Enforce != nil {
+		maps.Copy(vars, h.opts.Enforce(l))
+	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
 	}
@@ -44,7 +47,7 @@ func loadDevice(l placement.Lease) string {
 func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, plugins.MemoryReport, error) {
 	var info plugins.Info
 	var mem plugins.MemoryReport
-	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D())
+	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
 	if err != nil {
 		return nil, info, mem, err
 	}

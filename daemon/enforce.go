@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/wsched/wsched/enforce"
+	"github.com/wsched/wsched/enforce/preload"
+	"github.com/wsched/wsched/internal/cgroup"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// enforcement is how the daemon holds leases to their size (issue 27): the
+// tier chosen per GPU at start, and the cgroups its backends run in.
+type enforcement struct {
+	tiers   *enforce.Enforcer
+	cgroups *cgroup.Manager // nil: no writable hierarchy
+}
+
+// newEnforcement reads the driver version and each GPU's MIG mode once,
+// probes the host, chooses each GPU's tier under [enforcement] mode and
+// logs which and why; it opens the cgroup the backends' cgroups go under.
+func (d *Daemon) newEnforcement() enforcement {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, err := d.provider.Snapshot(ctx)
+	if err != nil {
+		d.log.Warn("enforcement: no GPU reading at start; tiers are chosen without the driver version", "err", err)
+	}
+	gpus := map[string]bool{}
+	for _, g := range snap.GPUs {
+		gpus[g.UUID] = g.MIG == inventory.MIGEnabled
+	}
+	cfg := d.cfg.Enforcement
+	facts := enforce.Probe(d.procRoot, snap.Driver, os.LookupEnv, preload.Dirs())
+	e := enforcement{tiers: enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)}
+	for _, g := range snap.GPUs {
+		c := e.tiers.For(g.UUID)
+		d.log.Info("enforcement", "gpu", g.Index, "uuid", g.UUID, "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason)
+	}
+	if e.cgroups, err = cgroup.Open(d.procRoot, "wsched-holders"); err != nil {
+		d.log.Info("backends run without cgroups of their own: children that setsid can outlive an instance", "err", err)
+	} else {
+		d.log.Debug("backends get cgroups of their own", "dir", e.cgroups.Dir(), "hierarchy", e.cgroups.Hierarchy().Version)
+	}
+	return e
+}
+
+// close removes the backends' parent cgroup when no other daemon of this
+// process (tests) still uses it.
+func (e enforcement) close() {
+	if e.cgroups != nil {
+		_ = e.cgroups.Close()
+	}
+}
