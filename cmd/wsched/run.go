@@ -112,7 +112,9 @@ func (a *app) runChild(args []string, env map[string]string, started func(pid in
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals(a.in)...)
 	defer signal.Stop(sigs)
-	if err := child.Start(); err != nil {
+	cg, endCgroup := childCgroup() // ending the run kills what the child left (issue 27)
+	defer endCgroup()
+	if err := cg.Start(child); err != nil {
 		fmt.Fprintf(a.err, "wsched: run: %v\n", err)
 		return exitError{code: 127}
 	}

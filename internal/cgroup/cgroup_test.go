@@ -60,19 +60,21 @@ func TestKillTakesSetsidChildren(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			t.Cleanup(func() { _ = g.Remove(context.Background()) })
-			// The child waits for a line, so that on v1 it is in the group
-			// (Add after Start) before it forks.
-			script := `read x; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`
-			cmd := exec.Command("sh", "-c", script)
-			g.Prepare(cmd)
-			out, err := startThenAdd(t, g, cmd)
-			if err != nil && cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD {
-				t.Logf("start into the cgroup (clone3): %v; adding after start instead", err)
-				cmd = exec.Command("sh", "-c", script)
-				out, err = startThenAdd(t, g, cmd)
+			// The child forks at once: Start must have it in the group
+			// before its first instruction (v2: CLONE_INTO_CGROUP; v1: the
+			// forking thread joins the group).
+			cmd := exec.Command("sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
+			var stdout strings.Builder
+			cmd.Stdout = &stdout
+			if err := g.Start(cmd); err != nil {
+				t.Fatal(err)
 			}
-			if err != nil {
+			if err := cmd.Wait(); err != nil {
 				t.Fatalf("sh: %v", err)
+			}
+			out := []byte(stdout.String())
+			if slices.Contains(mustPIDs(t, g), os.Getpid()) {
+				t.Errorf("a thread of the test process is still in %s after Start", g.Dir())
 			}
 			orphan := mustAtoi(t, out)
 			defer syscall.Kill(orphan, syscall.SIGKILL)
@@ -89,26 +91,6 @@ func TestKillTakesSetsidChildren(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startThenAdd starts cmd, adds it to g (on v2 after Prepare it is there
-// already), lets it go on and returns its output.
-func startThenAdd(t *testing.T, g *cgroup.Group, cmd *exec.Cmd) ([]byte, error) {
-	t.Helper()
-	stdin, _ := cmd.StdinPipe()
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	if err := g.Add(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, err
-	}
-	_, _ = stdin.Write([]byte("go\n"))
-	err := cmd.Wait()
-	return []byte(out.String()), err
 }
 
 func TestAddThenPIDs(t *testing.T) {

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Manager makes the holders' cgroups in a directory of its own under the
@@ -71,15 +74,16 @@ func (m *Manager) New(name string) (*Group, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("cgroup: make %s: %w", dir, err)
 	}
-	return &Group{dir: dir, v2: m.h.Version == V2}, nil
+	return &Group{dir: dir, v2: m.h.Version == V2, home: m.h.Dir()}, nil
 }
 
 // Group is one holder's cgroup. A nil *Group does nothing: callers without
 // cgroups need no checks.
 type Group struct {
-	dir string
-	v2  bool
-	fd  *os.File // open for Prepare's CLONE_INTO_CGROUP (v2)
+	dir  string
+	v2   bool
+	home string   // the creating process's own cgroup (v1: Start's thread returns there)
+	fd   *os.File // open for Prepare's CLONE_INTO_CGROUP (v2)
 }
 
 // Dir is the group's directory ("" for nil).
@@ -108,6 +112,36 @@ func (g *Group) Prepare(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(g.fd.Fd())
+}
+
+// Start starts cmd inside the group, before its first instruction: on v2
+// through Prepare; on v1 the calling OS thread joins the group for the fork
+// (a v1 cgroup holds threads) and goes back after it. nil: cmd.Start().
+func (g *Group) Start(cmd *exec.Cmd) error {
+	if g == nil {
+		return cmd.Start()
+	}
+	if g.v2 {
+		g.Prepare(cmd)
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	if err := os.WriteFile(filepath.Join(g.dir, "tasks"), tid, 0); err != nil {
+		runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		return g.Add(cmd.Process.Pid) // placed a moment late; it runs either way
+	}
+	err := cmd.Start()
+	if berr := os.WriteFile(filepath.Join(g.home, "tasks"), tid, 0); berr != nil {
+		// The thread stays locked: it ends with its goroutine, so no later
+		// goroutine runs in the holder's cgroup.
+		return errors.Join(err, fmt.Errorf("cgroup: leave %s: %w", g.dir, berr))
+	}
+	runtime.UnlockOSThread()
+	return err
 }
 
 // Add moves pid (the whole process) into the group.
@@ -159,7 +193,9 @@ func (g *Group) Kill(ctx context.Context) error {
 			return nil
 		}
 		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if pid != os.Getpid() { // a thread of ours in a v1 group lists us: never kill ourselves
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		select {
 		case <-ctx.Done():
