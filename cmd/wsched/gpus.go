@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
@@ -36,6 +37,8 @@ type gpuView struct {
 	// process's usage is unknown.
 	DriverBytes int64             `json:"driver_bytes"`
 	Accounting  placement.Account `json:"accounting"`
+	// Enforcement is the tier the daemon would choose for this GPU.
+	Enforcement enforce.Choice `json:"enforcement"`
 }
 
 // driverBytes is g's memory used by no process, or 0 when a process's
@@ -143,10 +146,11 @@ func (a *app) watchGPUs(ctx context.Context, every time.Duration, show func(cont
 func buildGPUsView(cfg *config.Config, snap inventory.Snapshot) gpusView {
 	v := gpusView{Taken: snap.Taken, Provider: snap.Provider, Driver: snap.Driver, Policy: string(cfg.Placement.Policy), GPUs: []gpuView{}}
 	accounts := make([]placement.Account, 0, len(snap.GPUs))
+	tier := localEnforcement(cfg, snap)
 	for _, g := range snap.GPUs {
 		acc := placement.Accounting(g, cfg.Placement, nil)
 		accounts = append(accounts, acc)
-		v.GPUs = append(v.GPUs, gpuView{GPU: g, DriverBytes: driverBytes(g), Accounting: acc})
+		v.GPUs = append(v.GPUs, gpuView{GPU: g, DriverBytes: driverBytes(g), Accounting: acc, Enforcement: tier(g)})
 	}
 	v.Recommendation = recommend(cfg, accounts)
 	return v
@@ -291,5 +295,6 @@ func gpuNotes(g gpuView) []string {
 	if !g.Accounting.Placeable {
 		notes = append(notes, "! "+g.Accounting.Reason)
 	}
+	notes = append(notes, enforcementNote(string(g.Enforcement.Tier), g.Enforcement.Reason))
 	return notes
 }
