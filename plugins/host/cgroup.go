@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/wsched/wsched/internal/cgroup"
@@ -33,4 +34,15 @@ func removeCgroup(g *cgroup.Group, log *slog.Logger) {
 	if err := g.Remove(ctx); err != nil {
 		log.Warn("backend cgroup not removed", "cgroup", g.Dir(), "err", err)
 	}
+}
+
+// withCgroupPIDs adds the processes in p's cgroup to pids (what the backend
+// reports): whatever the backend started counts against its lease, found
+// by the cgroup rather than by parent chains.
+func (p *process) withCgroupPIDs(pids []int) []int {
+	in, err := p.cg.PIDs()
+	if err != nil || len(in) == 0 {
+		return pids
+	}
+	return append(slices.Clone(pids), in...)
 }

@@ -60,3 +60,30 @@ func TestKillTakesBackendCgroup(t *testing.T) {
 		t.Errorf("cgroup %s left behind", g.Dir())
 	}
 }
+
+// The processes in a backend's cgroup count against its lease with those
+// it reports.
+func TestCgroupPIDsJoinReported(t *testing.T) {
+	m, err := cgroup.Open("/proc", fmt.Sprintf("wsched-hosttest-%d", os.Getpid()))
+	if err != nil {
+		t.Skipf("no writable cgroup hierarchy (uid %d): %v", os.Getuid(), err)
+	}
+	defer func() { _ = m.Close() }()
+	g, err := m.New("pids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = g.Remove(context.Background()) }()
+	child := exec.Command("sleep", "300")
+	if err := g.Start(child); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	p := &process{cg: g}
+	if got := p.withCgroupPIDs([]int{7}); !slices.Equal(got, []int{7, child.Process.Pid}) {
+		t.Errorf("pids %v, want [7 %d]", got, child.Process.Pid)
+	}
+	if got := (&process{}).withCgroupPIDs([]int{7}); !slices.Equal(got, []int{7}) {
+		t.Errorf("without a cgroup: %v", got)
+	}
+}

@@ -68,7 +68,7 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if info, err = p.backend.Info(ctx); err != nil {
 		return fail(fmt.Errorf("info: %w", err))
 	}
-	if err := h.addAppPIDs(ctx, w, p, info.PIDs); err != nil {
+	if err := h.addAppPIDs(ctx, w, p, p.withCgroupPIDs(info.PIDs)); err != nil {
 		return fail(err)
 	}
 	h.sample(ctx, w, "load") // with the app's processes on the lease
