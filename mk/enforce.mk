@@ -1,10 +1,13 @@
 # mk/enforce.mk — lease enforcement (issue 27; docs/enforcement.md).
 #
-#   make preload       $(BIN)/libwsched_cuda_cap.so: the `preload` tier's allocation cap (C, no CUDA headers
-#                      needed), which the daemon puts in LD_PRELOAD for its holders; part of make build
-#   make preload-test  the library built with -Werror, then the tests of ./enforce/... (which compile the
-#                      library, the fake libcuda.so.1 and the test program themselves); part of make test
-.PHONY: preload preload-test
+#   make preload        $(BIN)/libwsched_cuda_cap.so: the `preload` tier's allocation cap (C, no CUDA headers
+#                       needed), which the daemon puts in LD_PRELOAD for its holders when it is installed beside
+#                       wsched or in /usr/lib/wsched; part of make build, and (built with -Werror) of make test
+#   make preload-test   the race-enabled tests of ./enforce/... and ./internal/cgroup/ alone (make gotest runs
+#                       them too): they compile the library, the fake libcuda.so.1 and the test program themselves
+#   make preload-bench  the cap's cost per cuMemAlloc_v2 + cuMemFree_v2 on the fake driver, bare and capped, side
+#                       by side
+.PHONY: preload preload-test preload-bench
 CC             ?= cc
 PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c
 PRELOAD_LIB    := $(BIN)/libwsched_cuda_cap.so
@@ -18,7 +21,10 @@ $(PRELOAD_LIB): $(PRELOAD_SRC)
 
 preload-test: preload
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	TMPDIR=$$tmp $(GO) test -race -count=1 ./enforce/...
+	TMPDIR=$$tmp $(GO) test -race -count=1 ./enforce/... ./internal/cgroup/
+
+preload-bench:
+	$(GO) test -run '^$$' -bench CapOverhead -benchtime 5x ./enforce/preload/
 
 build: preload
-test: preload-test
+test: preload

@@ -19,7 +19,7 @@ type kit struct {
 	alloc string
 }
 
-func buildKit(t *testing.T) kit {
+func buildKit(t testing.TB) kit {
 	t.Helper()
 	cc := os.Getenv("CC")
 	if cc == "" {
@@ -41,7 +41,7 @@ func buildKit(t *testing.T) kit {
 }
 
 // run runs the test program with env added and returns its lines.
-func (k kit) run(t *testing.T, env map[string]string, args ...string) []string {
+func (k kit) run(t testing.TB, env map[string]string, args ...string) []string {
 	t.Helper()
 	cmd := exec.Command(k.alloc, args...)
 	cmd.Env = append(os.Environ(), "WSCHED_LEASE_ID=", "WSCHED_MEMORY_BYTES=", "WSCHED_CUDA_LIMIT_BYTES=", "LD_PRELOAD=")

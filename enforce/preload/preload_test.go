@@ -33,6 +33,21 @@ func TestCapRefusesPastLimit(t *testing.T) {
 	}
 }
 
+// Every allocation entry point is capped and its free gives the bytes back.
+func TestCapEveryEntryPoint(t *testing.T) {
+	k := buildKit(t)
+	entries := []string{"cuMemAlloc", "cuMemAlloc_v2", "cuMemAllocManaged", "cuMemAllocPitch", "cuMemAllocPitch_v2",
+		"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemCreate"}
+	env := preload.Env(k.lib, "", 1500, 0, "")
+	for _, e := range entries {
+		got := k.run(t, env, "entry="+e, "1024", "1024", "-1", "1024")
+		want := []string{"alloc 1024 rc 0", "alloc 1024 rc 2", "free 1 rc 0", "alloc 1024 rc 0", "driver 1024"}
+		if !slices.Equal(got[:5], want) {
+			t.Errorf("%s under a cap of 1500 bytes: %q, want %q", e, got, want)
+		}
+	}
+}
+
 // Without a limit in the environment the library only counts.
 func TestCapWithoutLimitPassesThrough(t *testing.T) {
 	k := buildKit(t)

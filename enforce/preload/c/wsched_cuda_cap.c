@@ -279,6 +279,19 @@ static void report(size_t refused) {
 	pthread_attr_destroy(&a);
 }
 
+/* Across fork the lock is held by the forking thread, so the child does not
+ * inherit it taken by a thread it does not have; the child has no reporter
+ * thread either. */
+static void fork_prepare(void) { pthread_mutex_lock(&mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&mu); }
+static void fork_child(void) {
+	pthread_mutex_unlock(&mu);
+	atomic_store(&inflight, 0);
+	atomic_store(&pending, 0);
+}
+
+__attribute__((constructor)) static void setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
 /* flush gives a report in flight up to a second at exit: a process that
  * exits on its refused allocation still reaches the daemon. */
 __attribute__((destructor)) static void flush(void) {
@@ -356,6 +369,24 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPoo
 	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
 }
 
+/* The per-thread-default-stream variants, which cuGetProcAddress hands out
+ * to code built with --default-stream per-thread. */
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) {
+	REAL(cuMemAllocAsync_ptsz)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocAsync_ptsz(dptr, n, s);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s) {
+	REAL(cuMemAllocFromPoolAsync_ptsz)
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMemAllocFromPoolAsync_ptsz(dptr, n, pool, s);
+	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+}
+
 EXPORT CUresult cuMemCreate(CUmemHandle *handle, size_t n, const void *prop, unsigned long long flags) {
 	REAL(cuMemCreate)
 	if (!reserve(n))
@@ -383,6 +414,14 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 p) {
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
 	REAL(cuMemFreeAsync)
 	CUresult rc = r_cuMemFreeAsync(p, s);
+	if (rc == CUDA_SUCCESS)
+		forget(0, p);
+	return rc;
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+	REAL(cuMemFreeAsync_ptsz)
+	CUresult rc = r_cuMemFreeAsync_ptsz(p, s);
 	if (rc == CUDA_SUCCESS)
 		forget(0, p);
 	return rc;
@@ -428,6 +467,9 @@ static const struct wrapped wrappers[] = {
     {"cuMemAllocPitch_v2", (void *)cuMemAllocPitch_v2},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync},
     {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+    {"cuMemAllocAsync_ptsz", (void *)cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync_ptsz", (void *)cuMemAllocFromPoolAsync_ptsz},
+    {"cuMemFreeAsync_ptsz", (void *)cuMemFreeAsync_ptsz},
     {"cuMemCreate", (void *)cuMemCreate},
     {"cuMemFree", (void *)cuMemFree},
     {"cuMemFree_v2", (void *)cuMemFree_v2},

@@ -101,6 +101,9 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *p, unsigned int *pitch, unsigned int w,
 }
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, void *s) { (void)s; return take(p, n); }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, void *pool, void *s) { (void)pool, (void)s; return take(p, n); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, void *s) { (void)s; return take(p, n); }
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, void *pool, void *s) { (void)pool, (void)s; return take(p, n); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, void *s) { (void)s; return give(p); }
 CUresult cuMemCreate(unsigned long long *h, size_t n, const void *prop, unsigned long long f) { (void)prop, (void)f; return take(h, n); }
 CUresult cuMemFree_v2(CUdeviceptr p) { return give(p); }
 CUresult cuMemFree(CUdeviceptr_v1 p) { return give(p); }
@@ -128,6 +131,8 @@ static const struct {
     {"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2},
     {"cuMemAllocManaged", 0, (void *)cuMemAllocManaged},
     {"cuMemAllocAsync", 0, (void *)cuMemAllocAsync},
+    {"cuMemAllocAsync_ptsz", 0, (void *)cuMemAllocAsync_ptsz},
+    {"cuMemFreeAsync_ptsz", 0, (void *)cuMemFreeAsync_ptsz},
     {"cuMemAllocFromPoolAsync", 0, (void *)cuMemAllocFromPoolAsync},
     {"cuMemCreate", 0, (void *)cuMemCreate},
     {"cuMemFreeAsync", 0, (void *)cuMemFreeAsync},
