@@ -17,6 +17,7 @@ type kit struct {
 	dir   string // holds libcuda.so.1
 	lib   string
 	alloc string
+	next  string // an interposer that uses dlsym(RTLD_NEXT, …)
 }
 
 func buildKit(t testing.TB) kit {
@@ -26,10 +27,11 @@ func buildKit(t testing.TB) kit {
 		cc = "cc"
 	}
 	dir := t.TempDir()
-	k := kit{dir: dir, lib: filepath.Join(dir, preload.LibName), alloc: filepath.Join(dir, "alloc")}
+	k := kit{dir: dir, lib: filepath.Join(dir, preload.LibName), alloc: filepath.Join(dir, "alloc"), next: filepath.Join(dir, "next.so")}
 	steps := [][]string{
 		{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-shared", "-o", k.lib, "c/wsched_cuda_cap.c", "-ldl", "-lpthread"},
 		{"-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcuda.so.1", "-o", filepath.Join(dir, "libcuda.so.1"), "testdata/fakecuda.c", "-lpthread"},
+		{"-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-o", k.next, "testdata/next.c", "-ldl"},
 		{"-O2", "-Wall", "-Werror", "-o", k.alloc, "testdata/alloc.c", filepath.Join(dir, "libcuda.so.1"), "-ldl", "-Wl,-rpath," + dir},
 	}
 	for _, args := range steps {

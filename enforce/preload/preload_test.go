@@ -48,6 +48,21 @@ func TestCapEveryEntryPoint(t *testing.T) {
 	}
 }
 
+// Another interposer loaded after the library, which finds the function it
+// wraps with dlsym(RTLD_NEXT, …), gets libc's, not its own: the library's
+// dlsym wrapper searches after the caller. (Its strtoll doubles: 1000 → 2000.)
+func TestCapKeepsRTLDNext(t *testing.T) {
+	k := buildKit(t)
+	env := preload.Env(k.lib, k.next, 1<<20, 0, "")
+	if env["LD_PRELOAD"] != k.lib+":"+k.next {
+		t.Fatalf("LD_PRELOAD %q", env["LD_PRELOAD"])
+	}
+	got := k.run(t, env, "direct", "1000")
+	if want := []string{"alloc 2000 rc 0", "driver 2000"}; !slices.Equal(got[:2], want) {
+		t.Errorf("with an RTLD_NEXT interposer after the cap: %q, want %q", got, want)
+	}
+}
+
 // Without a limit in the environment the library only counts.
 func TestCapWithoutLimitPassesThrough(t *testing.T) {
 	k := buildKit(t)

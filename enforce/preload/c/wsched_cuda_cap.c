@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -525,28 +526,35 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint
 	return rc;
 }
 
-/* dl_sym is glibc's _dl_sym (GLIBC_PRIVATE), which takes the caller's
- * address: dlsym(RTLD_NEXT, …) through the wrapper must search after the
- * caller, not after this library. */
-typedef void *(*dl_sym_fn)(void *, const char *, void *);
-static dl_sym_fn dl_sym(void) {
-	static _Atomic(dl_sym_fn) p;
-	static atomic_int looked;
-	if (!atomic_load(&looked)) {
-		atomic_store(&p, (dl_sym_fn)dlvsym(RTLD_DEFAULT, "_dl_sym", "GLIBC_PRIVATE"));
-		atomic_store(&looked, 1);
+/* next_after is dlsym(RTLD_NEXT, name) as the caller would get it: the first
+ * object after the caller's in the link map that defines name itself. Going
+ * through the wrapper, RTLD_NEXT would otherwise search after this library,
+ * and an interposer loaded after it would find its own symbol again. */
+static void *next_after(const void *caller, const char *name) {
+	Dl_info info;
+	struct link_map *lm = NULL;
+	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return NULL;
+	for (struct link_map *l = lm->l_next; l; l = l->l_next) {
+		/* A link map is not a handle dlsym may search (its scope may be
+		 * unset): reopen the object by name (the vdso has none). */
+		void *h = l->l_name && l->l_name[0] ? dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+		if (!h)
+			continue;
+		void *p = real_dlsym(h, name);
+		dlclose(h);
+		Dl_info pi;
+		struct link_map *pl = NULL;
+		if (p && dladdr1(p, &pi, (void **)&pl, RTLD_DL_LINKMAP) && pl == l)
+			return p;
 	}
-	return atomic_load(&p);
+	return NULL;
 }
 
 /* dlsym: the runtime looks cuGetProcAddress up in its own handle of
  * libcuda.so.1, which LD_PRELOAD does not interpose. */
 EXPORT void *dlsym(void *h, const char *name) {
-	void *p;
-	if (h == RTLD_NEXT && dl_sym())
-		p = dl_sym()(h, name, __builtin_return_address(0)); /* next after the caller, not after us */
-	else
-		p = real_dlsym(h, name);
+	void *p = h == RTLD_NEXT ? next_after(__builtin_return_address(0), name) : real_dlsym(h, name);
 	if (!p || name[0] != 'c' || name[1] != 'u')
 		return p;
 	void *w = wrapper_of_name(name);
