@@ -28,3 +28,6 @@ preload-bench:
 
 build: preload
 test: preload
+
+# The cgroup file parsers join `make fuzz`.
+FUZZ_TARGETS += ./internal/cgroup:FuzzParseCgroupFiles

@@ -16,6 +16,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,16 +83,25 @@ func Hierarchies(procRoot string) ([]Hierarchy, error) {
 
 type mount struct{ dir, fstype, controller string }
 
-// readMounts lists the cgroup mounts of a mountinfo file, with the v1
-// controller each holds (pids, freezer; "" otherwise).
+// readMounts lists the cgroup mounts of a mountinfo file.
 func readMounts(path string) ([]mount, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: read mounts: %w", err)
 	}
 	defer f.Close()
+	out, err := parseMounts(f)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: read mounts: %w", err)
+	}
+	return out, nil
+}
+
+// parseMounts lists the cgroup mounts of mountinfo text, with the v1
+// controller each holds (pids, freezer; "" otherwise).
+func parseMounts(r io.Reader) ([]mount, error) {
 	var out []mount
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, tail := strings.Fields(pre), strings.Fields(post)
@@ -129,13 +139,18 @@ func unescape(s string) string {
 	return b.String()
 }
 
-// readOwn maps each hierarchy of /proc/self/cgroup to the process's path in
-// it: "" for v2 ("0::/path"), the controller name for v1.
+// readOwn reads /proc/self/cgroup (parseOwn).
 func readOwn(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: read own cgroup: %w", err)
 	}
+	return parseOwn(data), nil
+}
+
+// parseOwn maps each hierarchy of /proc/PID/cgroup text to the process's
+// path in it: "" for v2 ("0::/path"), the controller name for v1.
+func parseOwn(data []byte) map[string]string {
 	own := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
@@ -150,5 +165,5 @@ func readOwn(path string) (map[string]string, error) {
 			own[c] = parts[2]
 		}
 	}
-	return own, nil
+	return own
 }
