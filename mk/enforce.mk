@@ -29,5 +29,6 @@ preload-bench:
 build: preload
 test: preload
 
-# The cgroup file parsers join `make fuzz`.
-FUZZ_TARGETS += ./internal/cgroup:FuzzParseCgroupFiles
+# The cgroup file parsers join `make fuzz`. Target-specific: this file is read before mk/fuzz.mk, whose
+# `FUZZ_TARGETS ?=` a global `+=` here would switch off.
+fuzz: FUZZ_TARGETS += ./internal/cgroup:FuzzParseCgroupFiles
