@@ -80,7 +80,7 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	k := newKeeper(c, l, req, true, a.err) // the child's environment names the GPU
 	kept := make(chan struct{})
 	go func() { defer close(kept); k.Run(kctx) }()
-	err = a.runChild(args, l.Env, func(pid int) {
+	err = a.runChild(args, withOwnPreload(l.Env, a.getenv("LD_PRELOAD")), func(pid int) {
 		if err := k.AddPID(bg, pid); err != nil {
 			fmt.Fprintf(a.err, "wsched: register pid %d with lease %s: %v\n", pid, l.ID, err)
 		}

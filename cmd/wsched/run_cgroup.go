@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
+	"github.com/wsched/wsched/enforce/preload"
 	"github.com/wsched/wsched/internal/cgroup"
 )
 
@@ -28,4 +30,17 @@ func childCgroup() (g *cgroup.Group, end func()) {
 		_ = g.Remove(ctx)
 		_ = m.Close()
 	}
+}
+
+// withOwnPreload keeps the caller's LD_PRELOAD after the one the lease's
+// environment brings (the preload tier's cap, which must come first):
+// mergeEnv would otherwise replace it.
+func withOwnPreload(env map[string]string, own string) map[string]string {
+	lease, ok := env["LD_PRELOAD"]
+	if !ok || own == "" {
+		return env
+	}
+	out := maps.Clone(env)
+	out["LD_PRELOAD"] = preload.Env(lease, own, 0, 0, "")["LD_PRELOAD"]
+	return out
 }

@@ -40,3 +40,17 @@ func TestRunEndKillsSetsidChild(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestWithOwnPreload(t *testing.T) {
+	env := map[string]string{"LD_PRELOAD": "/usr/lib/wsched/libwsched_cuda_cap.so", "X": "1"}
+	got := withOwnPreload(env, "/opt/a.so:/usr/lib/wsched/libwsched_cuda_cap.so /opt/b.so")
+	if got["LD_PRELOAD"] != "/usr/lib/wsched/libwsched_cuda_cap.so:/opt/a.so:/opt/b.so" || got["X"] != "1" {
+		t.Errorf("joined %v", got)
+	}
+	if env["LD_PRELOAD"] != "/usr/lib/wsched/libwsched_cuda_cap.so" {
+		t.Error("the lease's map was changed")
+	}
+	if got := withOwnPreload(map[string]string{"X": "1"}, "/opt/a.so"); got["LD_PRELOAD"] != "" {
+		t.Errorf("a lease without the cap gained LD_PRELOAD: %v", got)
+	}
+}

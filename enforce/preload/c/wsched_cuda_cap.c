@@ -216,8 +216,11 @@ static void send_report(void) {
 	const char *id = getenv("WSCHED_LEASE_ID");
 	char pathbuf[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	const char *path = socket_path(pathbuf, sizeof pathbuf);
-	if (!id || !*id || !path || strlen(path) >= sizeof pathbuf || strchr(id, '/') || strchr(id, ' '))
+	if (!id || !*id || strlen(id) > 64 || !path || strlen(path) >= sizeof pathbuf)
 		return;
+	for (const char *c = id; *c; c++) /* lease IDs are l-<hex>: nothing that could bend the request line */
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
+			return;
 	pthread_mutex_lock(&mu);
 	size_t u = used, pk = peak, rt = refused_total, r = last_refused;
 	last_refused = 0; /* sent once; a later report without a refusal says 0 */
