@@ -89,6 +89,7 @@ func New(opts Options) (*Daemon, error) {
 	d.est = estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, d.db)
 	d.eng = placement.New(placement.Options{
 		Placement: cfg.Placement, Leases: cfg.Leases, Inventory: reader, Store: d.db, Log: log, Signal: d.terminate,
+		BorrowGrace: cfg.Enforcement.ReclaimGrace.D(),
 	})
 	d.upkeep = upkeep.New(upkeep.Options{
 		Engine: d.eng, Store: d.db, Watcher: d.watch, Reader: reader, Every: cfg.Inventory.RefreshInterval.D(),

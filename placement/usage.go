@@ -37,6 +37,7 @@ func (s *state) reportUsage(id string, u Usage) (Lease, error) {
 	if u.UsedBytes < 0 || u.RefusedBytes < 0 || u.PID < 0 {
 		return Lease{}, fmt.Errorf("%w: usage bytes and pid must not be negative", ErrInvalid)
 	}
+	s.setBorrowed(l, u.UsedBytes)
 	var reason string
 	switch {
 	case u.RefusedBytes > 0:

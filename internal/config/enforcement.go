@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"time"
 
 	"github.com/wsched/wsched/internal/units"
 )
@@ -16,12 +17,18 @@ type Enforcement struct {
 	// Borrow is how far past its lease a holder may allocate (the hard
 	// limit above the lease): the preload cap is lease + borrow.
 	Borrow units.Bytes `toml:"borrow"`
+	// ReclaimGrace is how long a holder borrowing past its lease has to
+	// give the memory back once a waiting request needs it (a `reclaim`
+	// event says by when); then it is stopped (SIGTERM).
+	ReclaimGrace units.Duration `toml:"reclaim_grace"`
 }
 
 // EnforcementModes are the values [enforcement] mode allows.
 var EnforcementModes = []string{"auto", "nvml-limits", "mps", "preload", "detect"}
 
-func defaultEnforcement() Enforcement { return Enforcement{Mode: "auto"} }
+func defaultEnforcement() Enforcement {
+	return Enforcement{Mode: "auto", ReclaimGrace: units.Duration(30 * time.Second)}
+}
 
 func (e Enforcement) validate() error {
 	switch {
@@ -29,6 +36,8 @@ func (e Enforcement) validate() error {
 		return bad("enforcement.mode", "%q is not allowed: want auto, nvml-limits, mps, preload or detect", e.Mode)
 	case e.Borrow < 0:
 		return bad("enforcement.borrow", "%s is not allowed: want 0B or more", e.Borrow.Exact())
+	case e.ReclaimGrace <= 0:
+		return bad("enforcement.reclaim_grace", "%s is not allowed: want a duration above 0", e.ReclaimGrace)
 	}
 	return nil
 }

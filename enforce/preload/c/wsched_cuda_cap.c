@@ -169,15 +169,21 @@ static void remember(int space, unsigned long long key, size_t n) {
 	pthread_mutex_unlock(&mu);
 }
 
+/* forget gives a freed allocation's bytes back; dropping from past the lease
+ * to within it is reported (the borrowing ended). */
 static void forget(int space, unsigned long long key) {
 	pthread_mutex_lock(&mu);
 	for (struct entry **p = &table[space][bucket(key)]; *p; p = &(*p)->next) {
 		if ((*p)->key == key) {
 			struct entry *e = *p;
 			*p = e->next;
+			size_t before = used;
 			used = e->bytes > used ? 0 : used - e->bytes;
+			int returned = lease >= 0 && before > (size_t)lease && used <= (size_t)lease;
 			pthread_mutex_unlock(&mu);
 			free(e);
+			if (returned)
+				report(0);
 			return;
 		}
 	}
