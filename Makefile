@@ -13,15 +13,25 @@ GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -n
 all: build
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/wsched
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN)/ ./cmd/wsched
 
 # Runs the daemon in the foreground (Ctrl-C stops it), with the whisper.cpp
 # backend from bin/ (plugins: libwhisper is installed first when missing). As
 # root it serves /run/wsched/wsched.sock, otherwise $$XDG_RUNTIME_DIR/wsched.sock.
-run: build plugins
-	$(BIN)/wsched serve $(if $(CONFIG),--config $(CONFIG))
+# Without CONFIG it runs testdata/dev.toml: simulated GPUs (where the NVIDIA
+# driver's NVML library is installed, a copy with provider "auto": the real
+# ones), and the weightless whisper.cpp test models of ../shared when present.
+DEV_MODELS := $(wildcard ../shared/models/whisper-empty)
+DEV_NVML   := $(shell ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1 ' && echo yes)
+DEV_CONFIG := $(if $(DEV_NVML),$(BIN)/dev-nvml.toml,testdata/dev.toml)
+run: build plugins $(if $(CONFIG),,$(DEV_CONFIG))
+	$(if $(CONFIG),,$(if $(DEV_MODELS),WSCHED_MODELS_DIR=$(abspath $(DEV_MODELS)) ))$(BIN)/wsched serve --config $(or $(CONFIG),$(DEV_CONFIG))
+
+$(BIN)/dev-nvml.toml: testdata/dev.toml
+	mkdir -p $(BIN) && sed 's/^provider = "sim"$$/provider = "auto"/' $< >$@
 
 # The README's test command: everything CI checks.
 test: deps fmt-check vet staticcheck gotest

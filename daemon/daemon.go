@@ -103,10 +103,13 @@ func New(opts Options) (*Daemon, error) {
 	d.host = d.newHost()
 	run := runner.New(runner.Options{
 		Models: cfg.Models, Backends: d.host, Sizer: runner.NewSizer(d.est, d.eng), Learn: d.db, Log: log,
+		Bounds: runner.ResultBounds{Segments: cfg.Jobs.MaxSegments, Bytes: int64(cfg.Jobs.MaxResultBytes)},
 	})
 	d.jobs = jobs.New(jobs.Config{
 		MaxRetries: cfg.Jobs.MaxRetries, JobTimeout: cfg.Jobs.Timeout.D(),
-		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive,
+		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive, MaxJobs: cfg.Jobs.MaxJobs,
+		UIDLimits:   jobs.OwnerLimits{Active: cfg.Limits.ActiveJobs, Stored: cfg.Limits.StoredJobs},
+		TokenLimits: jobs.OwnerLimits{Active: cfg.Limits.TokenActiveJobs, Stored: cfg.Limits.TokenStoredJobs},
 	}, run, d.db, log)
 	return d, nil
 }
@@ -172,6 +175,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
+	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins
+		d.log.Warn("orphan uploads not removed", "err", err)
+	}
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
 	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
 	srv := d.serve(api, ln, tcp)

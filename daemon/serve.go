@@ -68,26 +68,29 @@ func (d *Daemon) api() *httpapi.Server {
 }
 
 // serve starts serving the API on the Unix socket and, with a bearer token,
-// on the TCP listener.
+// on the TCP listener. Each listener has a connection budget of its own, so
+// clients without the token cannot take the socket's; TCP reads headers
+// (which carry the token) within the shorter tcp_header_timeout.
 func (d *Daemon) serve(api *httpapi.Server, unix, tcp net.Listener) *servers {
 	baseCtx, cancel := context.WithCancel(context.Background())
 	s := &servers{base: cancel, errs: make(chan error, 2)}
 	handler := api.Handler()
 	dc := d.cfg.Daemon
 	d.conns = connlimit.NewCounter(dc.MaxConnections, dc.MaxConnectionsPerUID)
-	start := func(ln net.Listener, h http.Handler) {
+	start := func(ln net.Listener, h http.Handler, headerTimeout time.Duration) {
 		srv := &http.Server{
 			Handler: h, ConnContext: httpapi.PeerContext,
-			ReadHeaderTimeout: dc.HeaderTimeout.D(), IdleTimeout: dc.IdleTimeout.D(),
+			ReadHeaderTimeout: headerTimeout, IdleTimeout: dc.IdleTimeout.D(),
 			BaseContext: func(net.Listener) context.Context { return baseCtx },
 			ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		}
 		s.list = append(s.list, srv)
 		go func() { s.errs <- srv.Serve(ln) }()
 	}
-	start(fdpass.Listen(d.conns.Listen(unix)), handler) // descriptors passed with a request (wsched transcribe)
+	start(fdpass.Listen(d.conns.Listen(unix)), handler, dc.HeaderTimeout.D()) // descriptors passed with a request (wsched transcribe)
 	if tcp != nil {
-		start(d.conns.Listen(tcp), httpapi.RequireToken(d.cfg.Daemon.HTTPToken, handler))
+		tcpConns := connlimit.New(connlimit.Limits{Max: dc.TCPMaxConnections, MaxKey: "[daemon] tcp_max_connections"})
+		start(tcpConns.Listen(tcp), httpapi.RequireToken(d.cfg.Daemon.HTTPToken, handler), min(dc.TCPHeaderTimeout.D(), dc.HeaderTimeout.D()))
 	}
 	return s
 }

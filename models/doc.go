@@ -24,6 +24,9 @@ var (
 	// ErrTransfer: the download failed in a way a later attempt may not
 	// (connection lost, short body, server error); the partial file is kept.
 	ErrTransfer = errors.New("transfer failed")
+	// ErrUnreachable: the model server could not be reached at all (name
+	// not resolved, connection refused, no route); no attempt is retried.
+	ErrUnreachable = errors.New("model server unreachable")
 	// ErrHTTP: the server refused the download (a 4xx status).
 	ErrHTTP = errors.New("download refused")
 	// ErrBusy: another pull of the same model into the same directory holds

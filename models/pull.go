@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -101,7 +103,10 @@ type PullResult struct {
 // error (ErrChecksum) names the model and both checksums; on a match it is
 // renamed into place atomically. Cancelling ctx stops the transfer and
 // keeps the partial file for the next pull. An existing ggml-NAME.bin is
-// left alone unless opts.Force.
+// left alone unless opts.Force. A failed pull leaves no empty partial file
+// (nor the models directory, when it made it and it stays empty); a server
+// it cannot reach at all fails at once with ErrUnreachable, saying what to
+// do instead.
 func Pull(ctx context.Context, name string, opts PullOptions) (PullResult, error) {
 	p, err := newPuller(name, opts)
 	if err != nil {
@@ -112,6 +117,8 @@ func Pull(ctx context.Context, name string, opts PullOptions) (PullResult, error
 			return PullResult{Model: name, Path: p.final, URL: p.url, Bytes: st.Size(), Existed: true}, nil
 		}
 	}
+	_, statErr := os.Stat(opts.Dir)
+	madeDir := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return PullResult{}, fmt.Errorf("pull %s: %w", name, err)
 	}
@@ -120,7 +127,26 @@ func Pull(ctx context.Context, name string, opts PullOptions) (PullResult, error
 		return PullResult{}, fmt.Errorf("pull %s: %w", name, err)
 	}
 	defer f.Close()
-	return p.run(ctx, f)
+	res, err := p.run(ctx, f)
+	if err != nil {
+		p.leaveNothing(f, madeDir)
+	}
+	return res, err
+}
+
+// leaveNothing removes what a failed pull made and no later pull needs: an
+// empty partial file (still locked, so no other pull is using it) and the
+// models directory when this pull made it and it is empty. A partial file
+// with bytes in it stays for the next pull to resume.
+func (p *puller) leaveNothing(f *os.File, madeDir bool) {
+	if st, err := f.Stat(); err == nil && st.Size() == 0 {
+		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.log.Warn("could not remove the empty partial file", "path", f.Name(), "err", err)
+		}
+	}
+	if madeDir {
+		_ = os.Remove(p.opts.Dir) // fails, as it should, when the directory is not empty
+	}
 }
 
 // puller is one Pull's state.
@@ -202,6 +228,9 @@ func (p *puller) run(ctx context.Context, f *os.File) (PullResult, error) {
 		if err == nil {
 			break
 		}
+		if cause := unreachable(err); cause != nil {
+			return p.res, p.unreachableError(f, cause)
+		}
 		if !errors.Is(err, ErrTransfer) || p.attempt > p.opts.Retries || ctx.Err() != nil {
 			return p.res, err
 		}
@@ -218,6 +247,36 @@ func (p *puller) run(ctx context.Context, f *os.File) (PullResult, error) {
 		return p.res, fmt.Errorf("pull %s: %w", p.entry.Name, err)
 	}
 	return p.res, nil
+}
+
+// unreachable returns the network error of a request that reached no
+// server (the name did not resolve, the connection was refused or timed
+// out, no route), or nil. Such a failure is not a dropped transfer: a retry
+// a few seconds later would only fail the same way.
+func unreachable(err error) error {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
+		return op
+	}
+	return nil
+}
+
+// unreachableError says what failed and what to do instead.
+func (p *puller) unreachableError(f *os.File, cause error) error {
+	kept := "nothing was downloaded"
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		kept = fmt.Sprintf("the %d bytes in %s are kept for the next pull", st.Size(), f.Name())
+	}
+	host := p.url
+	if u, err := url.Parse(p.url); err == nil {
+		host = u.Host
+	}
+	return fmt.Errorf("pull %s: cannot reach %s for %s (%v); %s. Set [models] url (or --url) to a server this machine can reach, or copy %s into %s: %w",
+		p.entry.Name, host, p.url, cause, kept, p.entry.FileName(), p.opts.Dir, ErrUnreachable)
 }
 
 func (p *puller) retryDelay(attempt int) time.Duration {

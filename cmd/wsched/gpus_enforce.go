@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/enforce/preload"
 	"github.com/wsched/wsched/internal/config"
@@ -19,6 +20,14 @@ func localEnforcement(cfg *config.Config, snap inventory.Snapshot) func(inventor
 		f.MIG = g.MIG == inventory.MIGEnabled
 		return enforce.Choose(cfg.Enforcement.Mode, f)
 	}
+}
+
+// choiceOf is the daemon's answer for a GPU's tier (zero when it gives none).
+func choiceOf(e *api.Enforcement) enforce.Choice {
+	if e == nil {
+		return enforce.Choice{}
+	}
+	return enforce.Choice{Tier: enforce.Tier(e.Tier), Reason: e.Reason}
 }
 
 // enforcementNote is a GPU's tier as a note line.

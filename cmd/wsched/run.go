@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
@@ -81,7 +82,9 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	kept := make(chan struct{})
 	go func() { defer close(kept); k.Run(kctx) }()
 	err = a.runChild(args, withOwnPreload(l.Env, a.getenv("LD_PRELOAD")), func(pid int) {
-		if err := k.AddPID(bg, pid); err != nil {
+		// A child that exited before the daemon looked at it (`wsched run
+		// -- true`) raced the registration: nothing to warn about.
+		if err := k.AddPID(bg, pid); err != nil && !exited(pid) {
 			fmt.Fprintf(a.err, "wsched: register pid %d with lease %s: %v\n", pid, l.ID, err)
 		}
 	})
@@ -129,6 +132,14 @@ func (a *app) runChild(args []string, env map[string]string, started func(pid in
 			return childStatus(child, err)
 		}
 	}
+}
+
+// exited reports whether our child pid has exited, without reaping it
+// (WNOWAIT: runChild's Wait still collects its status).
+func exited(pid int) bool {
+	var info unix.Siginfo // Linux leaves it zeroed when the child still runs
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == int32(unix.SIGCHLD)
 }
 
 // forwardedSignals are passed on to the child. SIGINT and SIGQUIT from a

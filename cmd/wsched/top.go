@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -23,7 +25,8 @@ func newTopCmd(a *app) *cobra.Command {
 the accounting formula's terms as a bar, its leases, the queue with why each request
 waits, and the jobs. Keys: s cycles the job order (newest, state, progress), ↑/↓ or
 k/j select a job, f follows the selected job (its details stay shown), esc stops
-following, q quits. NO_COLOR turns colours off.`,
+following, q quits. NO_COLOR turns colours off. Without a terminal (stdin or stdout
+a pipe or a file) it prints one plain snapshot and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := a.client()
@@ -31,6 +34,9 @@ following, q quits. NO_COLOR turns colours off.`,
 				return err
 			}
 			defer c.Close()
+			if !isTerminal(a.in) || !isTerminal(a.out) {
+				return a.topSnapshot(cmd.Context(), c) // bubbletea reads keys from a terminal
+			}
 			m := newTopModel(topStyles(a))
 			p := tea.NewProgram(m, tea.WithContext(cmd.Context()), tea.WithInput(a.in), tea.WithOutput(a.out), tea.WithAltScreen())
 			ctx, cancel := context.WithCancel(cmd.Context())
@@ -46,6 +52,33 @@ following, q quits. NO_COLOR turns colours off.`,
 			return nil
 		},
 	}
+}
+
+// errSnapshotTaken ends the monitor stream once top has its snapshot.
+var errSnapshotTaken = errors.New("snapshot taken")
+
+// topSnapshot prints what top would show first, as plain text, for a caller
+// without a terminal (a pipe, cron, CI).
+func (a *app) topSnapshot(ctx context.Context, c *client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, client.RequestTimeout)
+	defer cancel()
+	m := newTopModel(topStyles(a))
+	m.snapshot = true
+	err := c.Monitor(ctx, func(fr api.MonitorFrame) error {
+		m.apply(fr)
+		if m.received {
+			return errSnapshotTaken
+		}
+		return nil
+	})
+	if !m.received {
+		if err == nil {
+			err = errors.New("the stream ended before its first snapshot")
+		}
+		return fmt.Errorf("top: read the daemon's monitor stream: %w", err)
+	}
+	_, err = io.WriteString(a.out, m.View())
+	return err
 }
 
 // followMonitor feeds the monitor stream's frames to the program until ctx
@@ -85,6 +118,7 @@ type topModel struct {
 	follow   string
 	width    int
 	received bool
+	snapshot bool // one plain frame, no keys (no terminal)
 	err      error
 }
 

@@ -111,3 +111,42 @@ func TestTopUnderTmux(t *testing.T) {
 		t.Errorf("top did not exit cleanly on q:\n%s", pane)
 	}
 }
+
+// TestTopWithoutTerminal: `wsched top` with stdin from /dev/null and stdout
+// into a pipe prints one plain snapshot of the daemon's GPUs and leases and
+// exits 0 (bubbletea needs a terminal to read keys from).
+func TestTopWithoutTerminal(t *testing.T) {
+	e := newE2E(t)
+	e.serve()
+	c := e.client()
+	defer c.Close()
+	if _, err := c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 20 * GiB, TTLSeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.wsched("top") // stdin: /dev/null
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wsched top without a terminal: %v\nstderr: %s\nstdout: %s", err, stderr.String(), stdout.String())
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("wsched top without a terminal did not exit within a minute\nstdout: %s", stdout.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"wsched top", "GPU 0", "1 leases", "leased 20.00 GiB", "nothing waits", "a snapshot: no terminal"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("snapshot lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("snapshot into a pipe has escape sequences:\n%q", out)
+	}
+}

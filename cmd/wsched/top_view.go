@@ -75,7 +75,11 @@ func (m *topModel) View() string {
 	m.viewQueue(&b)
 	m.viewUIDs(&b)
 	m.viewJobs(&b)
-	b.WriteString(m.st.muted.Render("\ns sort · ↑/↓ select · f follow · esc unfollow · q quit") + "\n")
+	if m.snapshot {
+		b.WriteString(m.st.muted.Render("\na snapshot: no terminal to follow it live (`wsched status` for a summary)") + "\n")
+	} else {
+		b.WriteString(m.st.muted.Render("\ns sort · ↑/↓ select · f follow · esc unfollow · q quit") + "\n")
+	}
 	return b.String()
 }
 

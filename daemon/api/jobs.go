@@ -89,6 +89,9 @@ type Job struct {
 	ErrorKind string                 `json:"error_kind,omitempty"`
 	Result    *transcript.Transcript `json:"result,omitempty"`
 	Finished  time.Time              `json:"finished,omitzero"`
+	// Deleted is set in the answer of DELETE /v1/jobs/{id}: true when the
+	// job had finished and was deleted, false when it was cancelled.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // JobSpec is what the job was asked to do.

@@ -2,7 +2,8 @@
 // and per uid on a Unix socket (the kernel's SO_PEERCRED, read at accept).
 // A connection over a bound is answered with a short HTTP error and closed
 // at once, so one local user cannot hold every file descriptor the daemon
-// has.
+// has. Each listener gets a Counter of its own (the Unix socket's budget is
+// not the TCP listener's), unless the caller shares one on purpose.
 package connlimit
 
 import (
@@ -20,7 +21,8 @@ import (
 // Counter counts the open connections of one or more listeners: the total
 // bound is shared by every listener that uses the same Counter.
 type Counter struct {
-	max, perUID int
+	max, perUID       int
+	maxKey, perUIDKey string // the settings named in refusals
 
 	mu    sync.Mutex
 	open  int
@@ -30,11 +32,28 @@ type Counter struct {
 	refused  atomic.Uint64
 }
 
-// NewCounter bounds open connections to max in total and perUID per
-// non-root uid; 0 means no bound.
-func NewCounter(max, perUID int) *Counter {
-	return &Counter{max: max, perUID: perUID, byUID: map[int]int{}}
+// Limits configure a Counter: open connections in total (Max) and per
+// non-root uid (PerUID), 0 meaning no bound; MaxKey and PerUIDKey name the
+// settings in the answers to refused connections.
+type Limits struct {
+	Max, PerUID       int
+	MaxKey, PerUIDKey string
 }
+
+// New returns a Counter with the given limits.
+func New(l Limits) *Counter {
+	if l.MaxKey == "" {
+		l.MaxKey = "[daemon] max_connections"
+	}
+	if l.PerUIDKey == "" {
+		l.PerUIDKey = "[daemon] max_connections_per_uid"
+	}
+	return &Counter{max: l.Max, perUID: l.PerUID, maxKey: l.MaxKey, perUIDKey: l.PerUIDKey, byUID: map[int]int{}}
+}
+
+// NewCounter bounds open connections to max in total and perUID per
+// non-root uid; 0 means no bound. Refusals name the Unix socket's settings.
+func NewCounter(max, perUID int) *Counter { return New(Limits{Max: max, PerUID: perUID}) }
 
 // Open reports the connections open now, in total and for uid.
 func (c *Counter) Open(uid int) (total, ofUID int) {
@@ -53,11 +72,11 @@ func (c *Counter) admit(uid int) error {
 	defer c.mu.Unlock()
 	if c.max > 0 && c.open >= c.max {
 		return &refusal{status: 503, code: "too_many_connections",
-			msg: fmt.Sprintf("the daemon holds %d connections, [daemon] max_connections; retry later", c.open)}
+			msg: fmt.Sprintf("this listener holds %d connections, %s; retry later", c.open, c.maxKey)}
 	}
 	if uid > 0 && c.perUID > 0 && c.byUID[uid] >= c.perUID {
 		return &refusal{status: 429, code: "limit_exceeded",
-			msg: fmt.Sprintf("uid %d holds %d connections, [daemon] max_connections_per_uid; close idle ones", uid, c.byUID[uid])}
+			msg: fmt.Sprintf("uid %d holds %d connections, %s; close idle ones", uid, c.byUID[uid], c.perUIDKey)}
 	}
 	c.open++
 	if uid > 0 {

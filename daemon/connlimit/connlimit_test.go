@@ -160,3 +160,48 @@ func status(t *testing.T, conn net.Conn) string {
 	}
 	return strings.Fields(line)[1]
 }
+
+// TestCountersAreSeparate: two listeners with Counters of their own; filling
+// one leaves the other's places, and a refusal names the full listener's
+// setting.
+func TestCountersAreSeparate(t *testing.T) {
+	var addrs []string
+	for _, c := range []*Counter{New(Limits{Max: 2, MaxKey: "[daemon] tcp_max_connections"}), NewCounter(2, 0)} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		serve(t, c, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	dial := func(addr string) net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	for range 2 {
+		if s := status(t, dial(addrs[0])); s != "200" {
+			t.Fatalf("first listener within its budget: %s", s)
+		}
+	}
+	conn := dial(addrs[0])
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprint(conn, "GET /x HTTP/1.1\r\nHost: wsched\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 512)
+	n, _ := resp.Body.Read(body)
+	if resp.StatusCode != 503 || !strings.Contains(string(body[:n]), "[daemon] tcp_max_connections") {
+		t.Errorf("beyond the first listener's budget: %d %s, want 503 naming tcp_max_connections", resp.StatusCode, body[:n])
+	}
+	for range 2 {
+		if s := status(t, dial(addrs[1])); s != "200" {
+			t.Errorf("second listener while the first is full: %s, want 200", s)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/wsched/wsched/placement"
 )
@@ -17,24 +18,43 @@ const streamBuffer = 256
 // none while no stream is open (the lease path then wakes nobody here). One
 // goroutine (run) owns the streams; a stream whose buffer is full is
 // dropped, never waited for. [limits] subscribers bounds the streams of one
-// uid.
+// uid, [limits] token_subscribers those of the TCP token's bearer (all TCP
+// clients together, like one uid).
 type hub struct {
 	eng     Engine
 	perUID  int
+	perTok  int // streams of the TCP token
 	ops     chan func(map[*hubStream]struct{})
 	stopped chan struct{}
 }
 
 type hubStream struct {
-	ch  chan placement.Event
-	uid int // -1: not limited
+	ch      chan placement.Event
+	limited bool
+	uid     int // owner(peer).UID: -1 for the TCP token
+}
+
+// bound is the stream cap of st's user and the setting that sets it.
+func (h *hub) bound(st *hubStream) (int, string) {
+	if st.uid < 0 {
+		return h.perTok, "token_subscribers"
+	}
+	return h.perUID, "subscribers"
+}
+
+// who names a limited stream's user in a refusal.
+func (st *hubStream) who() string {
+	if st.uid < 0 {
+		return "the TCP token"
+	}
+	return fmt.Sprintf("uid %d", st.uid)
 }
 
 // errHubStopped answers subscriptions after the daemon began to stop.
 var errHubStopped = errors.New("event streams stopped: the daemon is shutting down")
 
-func newHub(eng Engine, perUID int) *hub {
-	return &hub{eng: eng, perUID: perUID, ops: make(chan func(map[*hubStream]struct{})), stopped: make(chan struct{})}
+func newHub(eng Engine, perUID, perToken int) *hub {
+	return &hub{eng: eng, perUID: perUID, perTok: perToken, ops: make(chan func(map[*hubStream]struct{})), stopped: make(chan struct{})}
 }
 
 // run follows the engine's events until ctx ends, then ends every stream.
@@ -109,21 +129,18 @@ func (h *hub) follow(ctx context.Context, events <-chan placement.Event, streams
 // subscribe opens a stream for peer; its channel closes when the stream
 // falls behind or the daemon stops. The returned function ends it.
 func (h *hub) subscribe(ctx context.Context, peer Peer) (<-chan placement.Event, func(), error) {
-	st := &hubStream{ch: make(chan placement.Event, streamBuffer), uid: -1}
-	if limited(peer) {
-		st.uid = peer.UID
-	}
+	st := &hubStream{ch: make(chan placement.Event, streamBuffer), limited: limited(peer) || !peer.Known, uid: owner(peer).UID}
 	errc := make(chan error, 1)
 	add := func(streams map[*hubStream]struct{}) {
-		if st.uid >= 0 && h.perUID > 0 {
+		if max, key := h.bound(st); st.limited && max > 0 {
 			n := 0
 			for o := range streams {
-				if o.uid == st.uid {
+				if o.limited && o.uid == st.uid {
 					n++
 				}
 			}
-			if n >= h.perUID {
-				errc <- limitExceeded("uid %d has %d event streams open: [limits] subscribers is %d", st.uid, n, h.perUID)
+			if n >= max {
+				errc <- limitExceeded("%s has %d event streams open: [limits] %s is %d", st.who(), n, key, max)
 				return
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/api/convert"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 )
@@ -20,17 +21,31 @@ type monitorSnapshot struct {
 	Status api.Status `json:"status"`
 }
 
-// monitorEvent is a "placement" frame: the event and the GPUs after it.
+// monitorEvent is a "placement" frame: the event alone (its lease is the
+// delta); the GPUs' accounting follows in an "accounts" frame.
 type monitorEvent struct {
 	Event api.Event `json:"event"`
-	GPUs  api.GPUs  `json:"gpus"`
 }
 
-// monitorEvents streams what the monitor page and `wsched top` show: a
-// "snapshot" frame, then a "placement" frame after every placement event
-// (with the GPUs as that step left them), a "gpus" frame when a new reading
-// was adopted, and a "job" frame for every job state or progress change the
-// client may see. It ends with "lagged" when the client fell behind (reload).
+// Monitor stream pacing: one "accounts" frame per burst of placement
+// events (accountsDelay after its first event), and a full "gpus" frame at
+// most every fullEvery while anything changed. A frame's cost thus does not
+// grow with the leases, but for the full ones.
+// Placement frames are flushed flushDelay after the first of a batch.
+const (
+	accountsDelay = 50 * time.Millisecond
+	flushDelay    = 10 * time.Millisecond
+	fullEvery     = 5 * time.Second
+)
+
+// monitorEvents streams what the monitor page and `wsched top` show, as
+// deltas (see daemon/api/monitor.go): a "snapshot" frame, then a
+// "placement" frame per placement event (the event only), an "accounts"
+// frame after each burst of them, a "readings" frame when a new reading
+// was adopted, a full "gpus" frame at most every fullEvery while anything
+// changed, and a "job" frame for every job state or progress change the
+// client may see. It ends with "lagged" when the client fell behind
+// (reload).
 func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	placed, stopPlaced, err := s.hub.subscribe(ctx, peerFrom(ctx))
@@ -86,6 +101,14 @@ type monitorStream struct {
 }
 
 func (m *monitorStream) send(event string, v any) error {
+	if err := m.write(event, v); err != nil {
+		return err
+	}
+	return m.rc.Flush()
+}
+
+// write writes a frame without flushing it.
+func (m *monitorStream) write(event string, v any) error {
 	m.seq++
 	if m.enc == nil {
 		m.enc = newSSEEncoder()
@@ -93,7 +116,28 @@ func (m *monitorStream) send(event string, v any) error {
 	if err := m.enc.write(m.w, m.seq, event, v); err != nil {
 		return fmt.Errorf("write %s frame: %w", event, err)
 	}
-	return m.rc.Flush()
+	return nil
+}
+
+// placements writes the placement frame of ev and of the events already
+// waiting behind it, unflushed: the caller flushes within flushDelay, so
+// that under a burst a stream makes one write per batch, not per event. It
+// reports whether the stream's events closed (the stream lagged).
+func (m *monitorStream) placements(ev placement.Event, placed <-chan placement.Event) (closed bool, err error) {
+	for {
+		if err := m.write("placement", monitorEvent{Event: eventFor(m.peer, ev)}); err != nil {
+			return false, err
+		}
+		var ok bool
+		select {
+		case ev, ok = <-placed:
+			if !ok {
+				return true, nil
+			}
+		default:
+			return false, nil
+		}
+	}
 }
 
 // run forwards events until the client goes away or a source closes. A new
@@ -106,7 +150,15 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 	}
 	tick := time.NewTimer(every)
 	defer tick.Stop()
-	idle := 0
+	burst := time.NewTimer(time.Hour)
+	burst.Stop()
+	defer burst.Stop()
+	var burstC <-chan time.Time // armed while a burst's accounts are due
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	var flushC <-chan time.Time // armed while placement frames wait in the buffer
+	lastFull, changed, idle := time.Now(), false, 0
 	for {
 		var err error
 		select {
@@ -117,8 +169,25 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 				_ = m.send("lagged", struct{}{})
 				return
 			}
-			err = m.placement(ctx, ev)
-			taken = m.s.eng.View().Taken
+			var closed bool
+			if closed, err = m.placements(ev, placed); closed && err == nil {
+				_ = m.send("lagged", struct{}{})
+				return
+			}
+			if flushC == nil {
+				flush.Reset(flushDelay)
+				flushC = flush.C
+			}
+			if changed = true; burstC == nil {
+				burst.Reset(accountsDelay)
+				burstC = burst.C
+			}
+		case <-flushC:
+			flushC = nil
+			err = m.rc.Flush()
+		case <-burstC:
+			burstC = nil
+			err = m.accounts()
 		case ev, ok := <-jobEvents:
 			if !ok {
 				_ = m.send("lagged", struct{}{})
@@ -129,15 +198,18 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 			}
 		case <-tick.C:
 			tick.Reset(every)
-			if v := m.s.eng.View(); !v.Taken.Equal(taken) {
-				taken, idle = v.Taken, 0
+			v := m.s.eng.View()
+			fresh := !v.Taken.Equal(taken)
+			changed = changed || fresh
+			switch {
+			case changed && time.Since(lastFull) >= fullEvery:
+				taken, lastFull, changed, idle = v.Taken, time.Now(), false, 0
 				err = m.send("gpus", m.s.gpusBody(m.peer, v))
-			} else if idle++; idle*int(every/time.Millisecond) >= 15000 {
-				idle = 0
-				_, err = fmt.Fprint(m.w, ": keepalive\n\n")
-				if err == nil {
-					err = m.rc.Flush()
-				}
+			case fresh:
+				taken, idle = v.Taken, 0
+				err = m.send("readings", readingsBody(v))
+			default:
+				err = m.keepalive(every, &idle)
 			}
 		}
 		if err != nil {
@@ -146,11 +218,43 @@ func (m *monitorStream) run(ctx context.Context, placed <-chan placement.Event, 
 	}
 }
 
-// placement sends a placement event with the GPUs as its step left them:
-// Ping returns after the engine's current step, which publishes the view.
-func (m *monitorStream) placement(ctx context.Context, ev placement.Event) error {
-	if err := m.s.eng.Ping(ctx); err != nil {
-		return fmt.Errorf("wait for the placement step: %w", err)
+// keepalive writes a comment after 15 s without frames.
+func (m *monitorStream) keepalive(every time.Duration, idle *int) error {
+	if *idle++; *idle*int(every/time.Millisecond) < 15000 {
+		return nil
 	}
-	return m.send("placement", monitorEvent{Event: eventFor(m.peer, ev), GPUs: m.s.gpusBody(m.peer, m.s.eng.View())})
+	*idle = 0
+	if _, err := fmt.Fprint(m.w, ": keepalive\n\n"); err != nil {
+		return err
+	}
+	return m.rc.Flush()
+}
+
+// accounts sends each GPU's accounting as last published, accountsDelay
+// after a burst's first event: the engine is not entered (no Ping), so
+// monitors cost its owner loop nothing; a step still unpublished then shows
+// in the next frame. O(GPUs).
+func (m *monitorStream) accounts() error {
+	accts, _ := m.s.eng.Accounts()
+	out := api.MonitorAccounts{Accounts: make([]api.Account, 0, len(accts))}
+	for _, a := range accts {
+		out.Accounts = append(out.Accounts, api.Account(a))
+	}
+	return m.send("accounts", out)
+}
+
+// readingsBody is a "readings" frame: each GPU's reading, accounting and
+// held memory, the holds and the per-uid use; no leases.
+func readingsBody(v placement.View) api.MonitorReadings {
+	out := api.MonitorReadings{Taken: v.Taken, GPUs: make([]api.MonitorGPU, 0, len(v.GPUs)), Held: []api.Hold{}, UIDs: uidUses(v.UIDs)}
+	index := map[string]int{}
+	for _, g := range v.GPUs {
+		gpu := convert.GPU(g.Reading, g.Account, nil)
+		out.GPUs = append(out.GPUs, api.MonitorGPU{GPUReading: gpu.GPUReading, Accounting: gpu.Accounting, HeldBytes: g.HeldBytes})
+		index[g.UUID] = g.Index
+	}
+	for _, h := range v.Held {
+		out.Held = append(out.Held, api.Hold{LeaseID: h.LeaseID, GPUIndex: index[h.GPU], GPUUUID: h.GPU, Bytes: h.Bytes})
+	}
+	return out
 }

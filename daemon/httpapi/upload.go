@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Limits on the non-file part of a multipart form: each field, all fields
@@ -22,7 +23,11 @@ const (
 
 // readUpload streams a multipart form: the "file" part goes to
 // the spool ([jobs] spool_dir; at most [jobs] max_upload), the other
-// fields are returned (repeated fields joined by commas).
+// fields are returned (repeated fields joined by commas). Spool room for
+// the body's Content-Length (at most max_upload) is reserved before any of
+// it is read: concurrent uploads cannot pass [jobs] spool_quota or
+// min_free_disk together (507 at once); a body of unknown length reserves
+// as it streams.
 func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]string, string, error) {
 	limit := int64(s.cfg.Jobs.MaxUpload)
 	s.uploadDeadline(w)
@@ -31,11 +36,18 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 	if err != nil {
 		return nil, "", badRequest("invalid_request", "want multipart/form-data: %v", err)
 	}
+	res, err := s.reserveSpool(max(0, min(r.ContentLength, limit)))
+	if err != nil {
+		closeAfter(w, err)
+		return nil, "", err
+	}
+	defer res.release()
 	form := map[string]string{}
 	var path string
 	var parts, fieldBytes int
 	fail := func(err error) (map[string]string, string, error) {
 		s.removeFile(path)
+		closeAfter(w, err)
 		return nil, "", err
 	}
 	for {
@@ -54,7 +66,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 			if path != "" {
 				return fail(badRequest("invalid_request", "more than one file part"))
 			}
-			if path, err = s.saveUpload(part, limit); err != nil {
+			if path, err = s.saveUploadWithin(part, limit, res); err != nil {
 				return fail(err)
 			}
 			continue
@@ -78,7 +90,24 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (map[string]
 	return form, path, nil
 }
 
+// closeAfter closes the connection after a 507: the answer goes out at
+// once, instead of after the server read the rest of a body the spool
+// has no room for.
+func closeAfter(w http.ResponseWriter, err error) {
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusInsufficientStorage {
+		w.Header().Set("Connection", "close")
+	}
+}
+
 func uploadError(err error, limit int64) error {
+	var he *httpError
+	if errors.As(err, &he) {
+		return err
+	}
+	if isNoSpace(err) {
+		return insufficientStorage("the spool's file system is full: %v", err)
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return &httpError{status: http.StatusRequestTimeout, code: "upload_timeout", err: fmt.Errorf("the upload did not arrive within [jobs] upload_timeout")}
 	}
@@ -89,16 +118,33 @@ func uploadError(err error, limit int64) error {
 	return badRequest("invalid_request", "read upload: %v", err)
 }
 
-// saveUpload writes a file part into the spool, keeping its extension
-// (decoders look at it), mode 0600: at most limit bytes, and no more than
-// the spool quota and the free-space floor leave (507 beyond them).
+// isNoSpace reports a full file system or an exhausted disk quota.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// saveUpload writes a file into the spool (audio taken by path or passed
+// descriptor), reserving spool room as it streams.
 func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
+	res, err := s.reserveSpool(0)
+	if err != nil {
+		return "", err
+	}
+	defer res.release()
+	return s.saveUploadWithin(part, limit, res)
+}
+
+// saveUploadWithin writes a file part into the spool, keeping its
+// extension (decoders look at it), mode 0600: at most limit bytes, within
+// res, which grows as the data streams in while the spool quota and the
+// free-space floor leave room (507 beyond them, and when the file system
+// is full).
+func (s *Server) saveUploadWithin(part io.Reader, limit int64, res *reservation) (string, error) {
 	dir := s.spoolDir()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("create spool dir: %w", err)
+		return "", uploadError(fmt.Errorf("create spool dir: %w", err), limit)
 	}
-	room, err := s.uploadRoom(limit)
-	if err != nil {
+	if err := res.grow(0); err != nil { // the disk, as it is now
 		return "", err
 	}
 	var b [8]byte
@@ -110,22 +156,30 @@ func (s *Server) saveUpload(part io.Reader, limit int64) (string, error) {
 			ext = ""
 		}
 	}
-	path := filepath.Join(dir, "upload-"+hex.EncodeToString(b[:])+ext)
+	path := filepath.Join(dir, uploadPrefix+hex.EncodeToString(b[:])+ext)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
+		if isNoSpace(err) {
+			return "", uploadError(err, limit)
+		}
 		return "", fmt.Errorf("save upload: %w", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(part, room+1))
+	w := &spoolWriter{f: f, res: res, limit: limit}
+	n, err := io.Copy(w, io.LimitReader(part, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	switch {
+	case res.failed != nil:
+		os.Remove(path)
+		var he *httpError
+		if errors.As(res.failed, &he) {
+			return "", &httpError{status: he.status, code: he.code, err: fmt.Errorf("upload stopped at %d bytes: %w", n, he.err)}
+		}
+		return "", fmt.Errorf("upload stopped at %d bytes: %w", n, res.failed)
 	case err != nil:
 		os.Remove(path)
 		return "", uploadError(err, limit)
-	case n > room && room < limit:
-		os.Remove(path)
-		return "", insufficientStorage("upload stopped at %d bytes: the spool quota ([jobs] spool_quota) or the free-space floor ([jobs] min_free_disk) leaves no more room", n)
 	case n > limit:
 		os.Remove(path)
 		return "", uploadError(&http.MaxBytesError{Limit: limit}, limit)

@@ -69,13 +69,21 @@ type Daemon struct {
 	BodyTimeout units.Duration `toml:"body_timeout"`
 	// WriteTimeout bounds writing an answer, and each event of a stream.
 	WriteTimeout units.Duration `toml:"write_timeout"`
-	// MaxConnections bounds open connections on all listeners together;
+	// MaxConnections bounds the open connections of the Unix socket;
 	// beyond it new ones are answered 503 and closed. 0: no limit.
 	MaxConnections int `toml:"max_connections"`
 	// MaxConnectionsPerUID bounds the Unix-socket connections of one uid
 	// (SO_PEERCRED at accept; root is not limited); beyond it new ones are
 	// answered 429 and closed. 0: no limit.
 	MaxConnectionsPerUID int `toml:"max_connections_per_uid"`
+	// TCPMaxConnections bounds the open connections of the TCP listener,
+	// a budget of its own: clients without the token cannot take the
+	// Unix socket's. 0: no limit.
+	TCPMaxConnections int `toml:"tcp_max_connections"`
+	// TCPHeaderTimeout bounds reading a request's headers on the TCP
+	// listener, where they carry the token: a connection that does not
+	// authenticate within it is closed.
+	TCPHeaderTimeout units.Duration `toml:"tcp_header_timeout"`
 }
 
 // Estimator is the [estimator] section.
@@ -121,6 +129,15 @@ type Jobs struct {
 	// MaxActive bounds the jobs placed at once; more wait by priority (was
 	// [backends] max_active_jobs).
 	MaxActive int `toml:"max_active"`
+	// MaxJobs bounds the jobs kept, all users together (pending, running
+	// and finished until ResultTTL); beyond it submissions get 503.
+	MaxJobs int `toml:"max_jobs"`
+	// MaxSegments bounds the segments of one job's result; a backend that
+	// returns more fails the job. 0: no limit.
+	MaxSegments int `toml:"max_segments"`
+	// MaxResultBytes bounds the text of one job's result (the transcript
+	// and its segments' texts together); more fails the job. 0: no limit.
+	MaxResultBytes units.Bytes `toml:"max_result_bytes"`
 	// MaxUpload bounds an uploaded audio file.
 	MaxUpload units.Bytes `toml:"max_upload"`
 	// SpoolDir holds uploads (and audio copied from paths) until their

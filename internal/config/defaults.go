@@ -52,5 +52,6 @@ func Defaults() *Config {
 	c.Enforcement = defaultEnforcement()
 	connDefaults(&c.Daemon)
 	spoolDefaults(&c.Jobs)
+	jobTableDefaults(&c.Jobs, &c.Limits)
 	return c
 }

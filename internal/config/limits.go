@@ -21,8 +21,16 @@ type Limits struct {
 	ActiveJobs int `toml:"active_jobs"`
 	// StoredJobs bounds the jobs of one uid kept, finished ones included.
 	StoredJobs int `toml:"stored_jobs"`
-	// Subscribers bounds the /v1/events streams of one uid.
+	// TokenActiveJobs and TokenStoredJobs are active_jobs and stored_jobs
+	// for the holder of [daemon] http_token (all TCP clients together).
+	TokenActiveJobs int `toml:"token_active_jobs"`
+	TokenStoredJobs int `toml:"token_stored_jobs"`
+	// Subscribers bounds the event streams (/v1/events, the monitor's) of
+	// one uid.
 	Subscribers int `toml:"subscribers"`
+	// TokenSubscribers bounds those of the TCP token's bearer: all TCP
+	// clients together count as one user.
+	TokenSubscribers int `toml:"token_subscribers"`
 	// MinLease is the smallest GPU lease a request may ask for.
 	MinLease units.Bytes `toml:"min_lease"`
 	// PriorityGroup names the group whose members (and root) may ask for
@@ -31,7 +39,7 @@ type Limits struct {
 }
 
 func defaultLimits() Limits {
-	return Limits{Leases: 256, Queued: 64, ActiveJobs: 32, StoredJobs: 1000, Subscribers: 16,
+	return Limits{Leases: 256, Queued: 64, ActiveJobs: 32, StoredJobs: 1000, Subscribers: 16, TokenSubscribers: 16,
 		MinLease: units.Bytes(units.MiB), PriorityGroup: ""}
 }
 
@@ -39,7 +47,8 @@ func (l Limits) validate() error {
 	for _, v := range []struct {
 		key string
 		n   int
-	}{{"leases", l.Leases}, {"queued", l.Queued}, {"active_jobs", l.ActiveJobs}, {"stored_jobs", l.StoredJobs}, {"subscribers", l.Subscribers}} {
+	}{{"leases", l.Leases}, {"queued", l.Queued}, {"active_jobs", l.ActiveJobs}, {"stored_jobs", l.StoredJobs}, {"subscribers", l.Subscribers},
+		{"token_subscribers", l.TokenSubscribers}, {"token_active_jobs", l.TokenActiveJobs}, {"token_stored_jobs", l.TokenStoredJobs}} {
 		if v.n < 0 {
 			return bad("limits."+v.key, "%d is not allowed: want 0 (no limit) or more", v.n)
 		}
@@ -61,13 +70,16 @@ func connDefaults(d *Daemon) {
 	d.WriteTimeout = units.Duration(30 * time.Second)
 	d.MaxConnections = 4096
 	d.MaxConnectionsPerUID = 64
+	d.TCPMaxConnections = 256
+	d.TCPHeaderTimeout = units.Duration(5 * time.Second)
 }
 
 func (d Daemon) validateConns() error {
 	for _, v := range []struct {
 		key string
 		d   units.Duration
-	}{{"idle_timeout", d.IdleTimeout}, {"header_timeout", d.HeaderTimeout}, {"body_timeout", d.BodyTimeout}, {"write_timeout", d.WriteTimeout}} {
+	}{{"idle_timeout", d.IdleTimeout}, {"header_timeout", d.HeaderTimeout}, {"body_timeout", d.BodyTimeout}, {"write_timeout", d.WriteTimeout},
+		{"tcp_header_timeout", d.TCPHeaderTimeout}} {
 		if v.d <= 0 {
 			return bad("daemon."+v.key, "%s is not allowed: want a duration above 0", v.d)
 		}
@@ -77,6 +89,8 @@ func (d Daemon) validateConns() error {
 		return bad("daemon.max_connections", "%d is not allowed: want 0 (no limit) or more", d.MaxConnections)
 	case d.MaxConnectionsPerUID < 0:
 		return bad("daemon.max_connections_per_uid", "%d is not allowed: want 0 (no limit) or more", d.MaxConnectionsPerUID)
+	case d.TCPMaxConnections < 0:
+		return bad("daemon.tcp_max_connections", "%d is not allowed: want 0 (no limit) or more", d.TCPMaxConnections)
 	}
 	return nil
 }

@@ -161,8 +161,11 @@ source_trees() { # prints "GGML_DIR WHISPER_DIR"
 	fi
 	local work="${papt_dir}/work"
 	rm -rf "${work:?}"/*
-	say "apt-get source ggml whisper.cpp (${SUITE})"
-	(cd "${work}" && apt_try "${papt_opts[@]}" source ggml whisper.cpp) || return 1
+	# To stderr: stdout is the answer. apt's own output (on a missing source package a raw
+	# "E: Failed to fetch …dsc 404 Not Found") goes to a log; the caller says what it does instead.
+	say "apt-get source ggml whisper.cpp (${SUITE})" >&2
+	(cd "${work}" && as_root env DEBIAN_FRONTEND=noninteractive TMPDIR="${apt_tmpdir}" \
+		apt-get "${papt_opts[@]}" source ggml whisper.cpp) >"${papt_dir}/source.log" 2>&1 || return 1
 	printf '%s %s\n' "$(find "${work}" -maxdepth 1 -type d -name 'ggml-*' | head -1)" \
 		"$(find "${work}" -maxdepth 1 -type d -name 'whisper.cpp-*' | head -1)"
 }
@@ -188,8 +191,18 @@ cmake_build() {
 	fi
 }
 
+# source_unavailable — why the source route could not be taken, in one phrase, from apt's log.
+source_unavailable() {
+	local log="${papt_dir}/source.log" why=""
+	# e.g. "E: Failed to fetch …/ggml_0.27.0-1.dsc  404  Not Found [IP: …]" → "ggml_0.27.0-1.dsc 404 Not Found"
+	[[ -f "${log}" ]] && why="$(grep -m1 -oE '[^/ ]+ +[0-9]{3} +[A-Z][A-Za-z ]*[a-z]' "${log}" | tr -s ' ')"
+	printf 'source package unavailable from %s (%s: %s; apt output in %s)' "${MIRROR}" "${SUITE}" \
+		"${why:-apt-get source failed}" "${log}"
+}
+
 route_source() {
 	local trees ggml_src whisper_src cuda
+	rm -f "${papt_dir}/source.log"
 	if [[ -z "${WSCHED_WHISPER_SRC:-}" ]]; then
 		apt_install dpkg-dev
 		papt_setup
@@ -311,7 +324,7 @@ install_whisper() {
 	mkdir -p "${stage}"
 	case "${ROUTE}" in
 	system) route_system ;;
-	source) route_source || die "source route: the source packages of ggml and whisper.cpp could not be fetched from ${MIRROR} (${SUITE})" ;;
+	source) route_source || die "source route: $(source_unavailable)" ;;
 	bundle) route_bundle ;;
 	auto)
 		apt_update
@@ -320,7 +333,7 @@ install_whisper() {
 		elif route_source; then
 			:
 		else
-			say "the source packages of ggml and whisper.cpp are not available from ${MIRROR}: using the bundle route"
+			say "$(source_unavailable), using the bundle route (Debian's binary packages, unpacked into ${PREFIX})"
 			rm -rf "${stage}" && mkdir -p "${stage}"
 			route_bundle
 		fi

@@ -152,6 +152,46 @@
     if (!jobs.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "no jobs")));
   }
 
+  // applyEvent applies a placement event's lease (the stream's delta): a
+  // queued request joins the queue, a granted lease its GPU (or the CPU
+  // list), an ended one leaves; any other change replaces it where it is.
+  function applyEvent(gpus, ev) {
+    const l = ev.lease;
+    let from = null, at = -1;
+    for (const ls of [...gpus.gpus.map((g) => g.leases), gpus.cpu_leases, gpus.queue]) {
+      const i = ls.findIndex((x) => x.id === l.id);
+      if (i >= 0) { from = ls; at = i; break; }
+    }
+    let to = null;
+    if (l.state === "queued") to = gpus.queue;
+    else if (l.state === "granted") {
+      const g = gpus.gpus.find((x) => l.gpu_uuid && x.uuid === l.gpu_uuid);
+      to = g ? g.leases : gpus.cpu_leases;
+    }
+    if (from) from.splice(at, 1);
+    if (to && to === from) to.splice(at, 0, l); else if (to) to.push(l);
+  }
+
+  // applyGPUs adopts per-GPU fields (accounting; with a reading, the
+  // reading and held memory) of an "accounts" or "readings" frame.
+  function applyGPUs(gpus, list, whole) {
+    for (const n of list) {
+      const i = gpus.gpus.findIndex((x) => x.uuid === n.uuid);
+      if (i < 0) continue;
+      const g = gpus.gpus[i];
+      gpus.gpus[i] = whole ? Object.assign({}, n, { leases: g.leases }) : Object.assign(g, n);
+    }
+  }
+
+  // Frames can come faster than the page can draw: one render per frame of
+  // the display.
+  let pending = false;
+  function renderSoon() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; renderGPUs(); });
+  }
+
   function connect() {
     const es = new EventSource("/v1/monitor/events");
     const on = (type, f) => es.addEventListener(type, (e) => { f(JSON.parse(e.data)); });
@@ -162,8 +202,19 @@
       renderGPUs(); renderJobs();
       $("#conn").classList.add("live");
     });
-    on("placement", (p) => { state.gpus = p.gpus; record(p.gpus); renderGPUs(); });
-    on("gpus", (g) => { state.gpus = g; record(g); renderGPUs(); });
+    on("placement", (p) => { if (state.gpus) { applyEvent(state.gpus, p.event); renderSoon(); } });
+    on("accounts", (a) => {
+      if (!state.gpus) return;
+      applyGPUs(state.gpus, a.accounts.map((acc) => ({ uuid: acc.uuid, accounting: acc })), false);
+      record(state.gpus); renderSoon();
+    });
+    on("readings", (r) => {
+      if (!state.gpus) return;
+      state.gpus.taken = r.taken; state.gpus.held = r.held; state.gpus.uids = r.uids;
+      applyGPUs(state.gpus, r.gpus, true);
+      record(state.gpus); renderSoon();
+    });
+    on("gpus", (g) => { state.gpus = g; record(g); renderSoon(); });
     on("job", (ev) => { state.jobs.set(ev.job.id, ev.job); renderJobs(); });
     on("lagged", () => { es.close(); $("#conn").classList.remove("live"); connect(); });
     es.onerror = () => $("#conn").classList.remove("live");
