@@ -55,3 +55,26 @@ func TestStatusShowsEnforcement(t *testing.T) {
 		t.Errorf("status lacks %q:\n%s", want, out.String())
 	}
 }
+
+// With a daemon answering, `wsched gpus` shows the tier the daemon chose.
+func TestGPUsShowDaemonEnforcement(t *testing.T) {
+	e := newE2E(t)
+	e.serve()
+	cmd := e.wsched("gpus", "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Source string `json:"source"`
+		GPUs   []struct {
+			Enforcement struct{ Tier, Reason string } `json:"enforcement"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Source != "daemon" || len(v.GPUs) != 1 || v.GPUs[0].Enforcement.Tier == "" || v.GPUs[0].Enforcement.Reason == "" {
+		t.Errorf("gpus from the daemon: %s", out)
+	}
+}
