@@ -9,15 +9,15 @@
 #                       by side
 .PHONY: preload preload-test preload-bench
 CC             ?= cc
-PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c
+PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c enforce/preload/c/report.c
 PRELOAD_LIB    := $(BIN)/libwsched_cuda_cap.so
 PRELOAD_CFLAGS ?= -std=gnu11 -O2 -Wall -Wextra -fPIC -fvisibility=hidden
 
 preload: $(PRELOAD_LIB)
 
-$(PRELOAD_LIB): $(PRELOAD_SRC)
+$(PRELOAD_LIB): $(PRELOAD_SRC) enforce/preload/c/cap.h
 	@mkdir -p $(BIN)
-	$(CC) $(PRELOAD_CFLAGS) -Werror -shared -Wl,-soname,libwsched_cuda_cap.so -o $@ $< -ldl -lpthread
+	$(CC) $(PRELOAD_CFLAGS) -Werror -shared -Wl,-soname,libwsched_cuda_cap.so -o $@ $(PRELOAD_SRC) -ldl -lpthread
 
 preload-test: preload
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

@@ -14,11 +14,8 @@
  * cuGetProcAddress(_v2) and dlsym: whatever pointer the driver hands out for
  * an entry point wrapped here is swapped for the wrapper.
  *
- * When an allocation is refused, or the total passes the lease (borrowing),
- * the library tells the daemon at once: a detached thread sends
- * POST /v1/leases/$WSCHED_LEASE_ID/usage over the Unix socket
- * ($WSCHED_SOCKET). The allocating thread never waits for it; one report is
- * in flight at a time, and a newer state is sent after it.
+ * When an allocation is refused, or the total passes the lease (borrowing)
+ * or comes back within it, the library tells the daemon at once (report.c).
  *
  * Known gaps (docs/enforcement.md): memory pools are counted by what was
  * allocated from them, not what they keep cached; the context, module and
@@ -27,18 +24,15 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
+
+#include "cap.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -125,7 +119,6 @@ static void init(void) {
 
 static unsigned bucket(unsigned long long k) { return (unsigned)((k >> 8) ^ (k >> 20) ^ k) % BUCKETS; }
 
-static void report(size_t refused);
 
 /* reserve takes n bytes when they fit under the limit; else it counts a
  * refusal, reports it and answers 0. */
@@ -200,114 +193,24 @@ static CUresult settle(CUresult rc, int space, unsigned long long key, size_t n)
 	return rc;
 }
 
-/* ---- reporting to the daemon ----------------------------------------- */
-
-static atomic_int inflight, pending;
-static size_t last_refused;
-
-static const char *socket_path(char *buf, size_t size) {
-	const char *s = getenv("WSCHED_SOCKET");
-	if (s && *s)
-		return s;
-	if (getuid() == 0)
-		return "/run/wsched/wsched.sock";
-	const char *x = getenv("XDG_RUNTIME_DIR");
-	if (!x || !*x)
-		return NULL;
-	snprintf(buf, size, "%s/wsched.sock", x);
-	return buf;
-}
-
-static void send_report(void) {
-	const char *id = getenv("WSCHED_LEASE_ID");
-	char pathbuf[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	const char *path = socket_path(pathbuf, sizeof pathbuf);
-	if (!id || !*id || strlen(id) > 64 || !path || strlen(path) >= sizeof pathbuf)
-		return;
-	for (const char *c = id; *c; c++) /* lease IDs are l-<hex>: nothing that could bend the request line */
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
-			return;
+/* cap_state reads the counts for a report (report.c). */
+void cap_state(struct cap_state *out) {
+	pthread_once(&once, init);
 	pthread_mutex_lock(&mu);
-	size_t u = used, pk = peak, rt = refused_total, r = last_refused;
-	last_refused = 0; /* sent once; a later report without a refusal says 0 */
+	out->used = used;
+	out->peak = peak;
+	out->refused_total = refused_total;
+	out->limit = limit;
 	pthread_mutex_unlock(&mu);
-	char body[256], req[768];
-	int bn = snprintf(body, sizeof body,
-			  "{\"pid\":%d,\"used_bytes\":%zu,\"peak_bytes\":%zu,\"limit_bytes\":%lld,"
-			  "\"refused_bytes\":%zu,\"refused_total_bytes\":%zu}",
-			  (int)getpid(), u, pk, limit, r, rt);
-	int rn = snprintf(req, sizeof req,
-			  "POST /v1/leases/%s/usage HTTP/1.1\r\nHost: wsched\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-			  id, bn, body);
-	if (bn <= 0 || rn <= 0 || (size_t)rn >= sizeof req)
-		return;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	struct timeval tv = {.tv_sec = 2};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	strcpy(sa.sun_path, path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && send(fd, req, (size_t)rn, MSG_NOSIGNAL) == rn) {
-		char buf[512]; /* wait for the answer, so the daemon's handler runs to its end */
-		while (read(fd, buf, sizeof buf) > 0)
-			;
-	}
-	close(fd);
-}
-
-static void *reporter(void *arg) {
-	(void)arg;
-	for (;;) {
-		atomic_store(&pending, 0);
-		send_report();
-		atomic_store(&inflight, 0);
-		/* a report asked for while this one was sent goes out now */
-		if (!atomic_load(&pending) || atomic_exchange(&inflight, 1))
-			return NULL;
-	}
-}
-
-/* report sends the state (with refused, the allocation just refused) from a
- * detached thread; the caller does not wait. */
-static void report(size_t refused) {
-	pthread_mutex_lock(&mu);
-	if (refused)
-		last_refused = refused;
-	pthread_mutex_unlock(&mu);
-	atomic_store(&pending, 1);
-	if (atomic_exchange(&inflight, 1))
-		return;
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &a, reporter, NULL) != 0)
-		atomic_store(&inflight, 0);
-	pthread_attr_destroy(&a);
 }
 
 /* Across fork the lock is held by the forking thread, so the child does not
- * inherit it taken by a thread it does not have; the child has no reporter
- * thread either. */
+ * inherit it taken by a thread it does not have. */
 static void fork_prepare(void) { pthread_mutex_lock(&mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&mu); }
-static void fork_child(void) {
-	pthread_mutex_unlock(&mu);
-	atomic_store(&inflight, 0);
-	atomic_store(&pending, 0);
-}
+static void fork_child(void) { pthread_mutex_unlock(&mu); }
 
 __attribute__((constructor)) static void setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
-
-/* flush gives a report in flight up to a second at exit: a process that
- * exits on its refused allocation still reaches the daemon. */
-__attribute__((destructor)) static void flush(void) {
-	for (int i = 0; i < 100 && atomic_load(&inflight); i++)
-		usleep(10000);
-}
 
 /* ---- the wrapped entry points ----------------------------------------- */
 
