@@ -14,12 +14,16 @@ import (
 // childCgroup gives `wsched run`'s child a cgroup of its own under this
 // process's (issue 27), so that ending the run ends everything the child
 // started, setsid or not. It returns nil (no cgroup; end does nothing) where
-// none can be made: not root and no delegated subtree.
+// none can be made: not root and no delegated subtree. The cgroups that
+// runs killed with SIGKILL left behind are swept first.
 func childCgroup() (g *cgroup.Group, end func()) {
 	m, err := cgroup.Open("/proc", fmt.Sprintf("wsched-run-%d", os.Getpid()))
 	if err != nil {
 		return nil, func() {}
 	}
+	sweep, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	m.SweepStale(sweep, "/proc", "wsched-run-") // runs killed outright: their setsid leftovers end now
+	cancel()
 	if g, err = m.New("child"); err != nil {
 		_ = m.Close()
 		return nil, func() {}

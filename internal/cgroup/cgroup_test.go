@@ -208,3 +208,51 @@ func waitGone(ctx context.Context, t *testing.T, pid int) {
 		}
 	}
 }
+
+// A group left by a holder killed outright (named for a PID that is gone)
+// is swept, with what still runs in it; a live one is kept.
+func TestSweepStale(t *testing.T) {
+	for _, m := range managers(t) {
+		dead := exec.Command("true")
+		if err := dead.Run(); err != nil {
+			t.Fatal(err)
+		}
+		h := m.Hierarchy()
+		stale, err := cgroup.OpenIn(h, fmt.Sprintf("wsched-sweeptest-%d", dead.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := stale.New("child")
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := exec.Command("sleep", "300")
+		if err := g.Start(left); err != nil {
+			t.Fatal(err)
+		}
+		reaped := make(chan struct{})
+		go func() { _ = left.Wait(); close(reaped) }()
+		live, err := cgroup.OpenIn(h, fmt.Sprintf("wsched-sweeptest-%d", os.Getpid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n := m.SweepStale(ctx, "/proc", "wsched-sweeptest-")
+		cancel()
+		if n != 1 {
+			t.Errorf("%s: swept %d groups, want 1", h.Version, n)
+		}
+		select {
+		case <-reaped:
+		case <-time.After(30 * time.Second): // a hang, not a timing assertion
+			_ = left.Process.Kill()
+			t.Fatalf("%s: the process left in the stale group still runs", h.Version)
+		}
+		if _, err := os.Stat(stale.Dir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: stale group %s kept", h.Version, stale.Dir())
+		}
+		if err := live.Close(); err != nil {
+			t.Errorf("%s: the live group: %v", h.Version, err)
+		}
+	}
+}

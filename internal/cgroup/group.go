@@ -23,8 +23,8 @@ type Manager struct {
 	dir string
 }
 
-// Open makes (or reuses) sub under the process's cgroup in the best
-// writable hierarchy of Hierarchies. ErrUnavailable: none is writable (not
+// Open opens sub under the process's cgroup in the best writable hierarchy
+// of Hierarchies. ErrUnavailable: none is writable (not
 // root, no delegation).
 func Open(procRoot, sub string) (*Manager, error) {
 	hs, err := Hierarchies(procRoot)
@@ -42,13 +42,13 @@ func Open(procRoot, sub string) (*Manager, error) {
 	return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
 }
 
-// OpenIn is Open in hierarchy h.
+// OpenIn is Open in hierarchy h. The directory sub is made with the first
+// group (New), so a process that never starts a holder leaves nothing.
 func OpenIn(h Hierarchy, sub string) (*Manager, error) {
-	dir := filepath.Join(h.Dir(), sub)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("cgroup: make %s: %w", dir, err)
+	if err := unix.Access(h.Dir(), unix.W_OK); err != nil {
+		return nil, fmt.Errorf("cgroup: %s is not writable: %w", h.Dir(), err)
 	}
-	return &Manager{h: h, dir: dir}, nil
+	return &Manager{h: h, dir: filepath.Join(h.Dir(), sub)}, nil
 }
 
 // Hierarchy is the hierarchy m works in.
@@ -71,6 +71,9 @@ func (m *Manager) New(name string) (*Group, error) {
 		return nil, fmt.Errorf("cgroup: name %q: want one path element", name)
 	}
 	dir := filepath.Join(m.dir, name)
+	if err := os.Mkdir(m.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("cgroup: make %s: %w", m.dir, err)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("cgroup: make %s: %w", dir, err)
 	}
@@ -226,4 +229,47 @@ func (g *Group) Remove(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// SweepStale removes the groups named prefix+PID beside m (under the same
+// parent) whose process is gone, killing what is left in them: a holder
+// killed outright (SIGKILL) leaves its cgroup, and any setsid child in it,
+// behind. procRoot is where /proc is mounted. It returns how many it
+// removed.
+func (m *Manager) SweepStale(ctx context.Context, procRoot, prefix string) int {
+	entries, err := os.ReadDir(m.h.Dir())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		pid, err := strconv.Atoi(rest)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(procRoot, rest)); err == nil {
+			continue // its process runs
+		}
+		if removeTree(ctx, filepath.Join(m.h.Dir(), e.Name()), m.h.Version == V2) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// removeTree kills and removes dir's groups, then dir.
+func removeTree(ctx context.Context, dir string, v2 bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cgroup: sweep %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(ctx, filepath.Join(dir, e.Name()), v2); err != nil {
+				return err
+			}
+		}
+	}
+	return (&Group{dir: dir, v2: v2}).Remove(ctx)
 }
