@@ -134,7 +134,7 @@ func (d *Daemon) open(provider inventory.Provider) error {
 }
 
 func (d *Daemon) close() {
-	d.enforce.close()
+	d.enforce.close(d.log)
 	if d.db != nil {
 		_ = d.db.Close()
 	}

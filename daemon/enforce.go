@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/wsched/wsched/enforce"
@@ -15,7 +18,8 @@ import (
 // tier chosen per GPU at start, and the cgroups its backends run in.
 type enforcement struct {
 	tiers   *enforce.Enforcer
-	cgroups *cgroup.Manager // nil: no writable hierarchy
+	cgroups *cgroup.Manager     // nil: no writable hierarchy
+	mps     *enforce.MPSControl // [enforcement] mps = "manage": the one started
 }
 
 // newEnforcement reads the driver version and each GPU's MIG mode once,
@@ -33,8 +37,18 @@ func (d *Daemon) newEnforcement() enforcement {
 		gpus[g.UUID] = g.MIG == inventory.MIGEnabled
 	}
 	cfg := d.cfg.Enforcement
-	facts := enforce.Probe(d.procRoot, snap.Driver, os.LookupEnv, preload.Dirs())
-	e := enforcement{tiers: enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)}
+	var e enforcement
+	lookup := os.LookupEnv
+	if cfg.MPS == "manage" {
+		if e.mps, err = d.startMPS(ctx); err != nil {
+			d.log.Warn(`enforcement: [enforcement] mps = "manage" but no MPS control daemon started`, "err", err)
+		} else {
+			lookup = e.mps.LookupEnv(lookup)
+		}
+	}
+	facts := enforce.Probe(d.procRoot, snap.Driver, lookup, preload.Dirs())
+	facts.MPSOff = cfg.MPS == "off"
+	e.tiers = enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)
 	for _, g := range snap.GPUs {
 		c := e.tiers.For(g.UUID)
 		d.log.Info("enforcement", "gpu", g.Index, "uuid", g.UUID, "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason)
@@ -47,9 +61,30 @@ func (d *Daemon) newEnforcement() enforcement {
 	return e
 }
 
-// close removes the backends' parent cgroup when no other daemon of this
-// process (tests) still uses it.
-func (e enforcement) close() {
+// startMPS starts the MPS control daemon wsched manages, with its pipes in
+// state_dir/mps.
+func (d *Daemon) startMPS(ctx context.Context) (*enforce.MPSControl, error) {
+	bin, err := exec.LookPath(enforce.MPSControlBin)
+	if err != nil {
+		return nil, err
+	}
+	m, err := enforce.StartMPS(ctx, bin, filepath.Join(d.cfg.Daemon.StateDir, "mps"))
+	if err == nil {
+		d.log.Info("MPS control daemon started", "pipe", m.PipeDir)
+	}
+	return m, err
+}
+
+// close stops a managed MPS control daemon and removes the backends'
+// parent cgroup when no other daemon of this process (tests) still uses it.
+func (e enforcement) close(log *slog.Logger) {
+	if e.mps != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.mps.Stop(ctx); err != nil {
+			log.Warn("MPS control daemon not stopped", "err", err)
+		}
+	}
 	if e.cgroups != nil {
 		_ = e.cgroups.Close()
 	}

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/internal/cgroup"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/testshared"
@@ -49,5 +52,41 @@ func TestExecInstanceStopKillsSetsidChild(t *testing.T) {
 			t.Fatalf("the app's setsid child %d outlived its evicted instance", orphan)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// [enforcement] mps = "manage": the daemon starts an MPS control daemon
+// (a stand-in here) with its pipes under the state directory, takes the mps
+// tier, gives a lease's holder its pinned-memory limit, and stops it.
+func TestManagedMPSTier(t *testing.T) {
+	bin := t.TempDir()
+	script := `#!/bin/sh
+if [ "$1" = "-d" ]; then mkfifo "$CUDA_MPS_PIPE_DIRECTORY/control"; exit; fi
+read cmd
+[ "$cmd" = quit ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
+`
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-cuda-mps-control"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	td := startDaemon(t, 1, 24*GiB, func(c *config.Config) { c.Enforcement.MPS = "manage" })
+	pipe := filepath.Join(td.cfg.Daemon.StateDir, "mps", "pipe")
+	g, err := td.c.GPUs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := g.GPUs[0].Enforcement; e == nil || e.Tier != "mps" || !strings.Contains(e.Reason, pipe) {
+		t.Fatalf("GPU enforcement %+v, want mps through %s", e, pipe)
+	}
+	l, err := td.c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: GiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], g.GPUs[0].UUID+"=1024M"; got != want || l.Env["CUDA_MPS_PIPE_DIRECTORY"] != pipe {
+		t.Errorf("lease env %v, want CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s and the pipe %s", l.Env, want, pipe)
+	}
+	td.stop()
+	if _, err := os.Stat(filepath.Join(pipe, "control")); err == nil {
+		t.Error("the MPS control daemon was not asked to quit")
 	}
 }

@@ -58,6 +58,8 @@ type Facts struct {
 	MIG bool
 	// MPSPipe is the pipe directory of a running MPS control daemon; "" none.
 	MPSPipe string
+	// MPSOff: [enforcement] mps = "off" (MPS is not used even if it runs).
+	MPSOff bool
 	// PreloadLib is the allocation-cap library's path; "" not found.
 	PreloadLib string
 }
@@ -95,6 +97,9 @@ func allows(t Tier, f Facts) (bool, string) {
 		}
 		return true, fmt.Sprintf("driver %s and the dmem cgroup controller enforce per-cgroup limits", f.Driver)
 	case MPS:
+		if f.MPSOff {
+			return false, `[enforcement] mps = "off"`
+		}
 		if f.MPSPipe == "" {
 			return false, "no MPS control daemon runs"
 		}

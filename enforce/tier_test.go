@@ -29,6 +29,7 @@ func TestChoose(t *testing.T) {
 		{"mode mps without MPS", "mps", with(func(f *Facts) { f.MPSPipe = "" }), Preload, "not mps"},
 		{"mode nvml-limits on an old driver", "nvml-limits", with(func(f *Facts) { f.Driver = "570.1" }), MPS, "older than R615"},
 		{"mode detect", "detect", all, Detect, "next NVML sample"},
+		{"mps off", "auto", with(func(f *Facts) { f.Driver, f.MPSOff = "550.1", true }), Preload, `not mps: [enforcement] mps = "off"`},
 		{"mode preload, no library", "preload", with(func(f *Facts) { f.PreloadLib = "" }), Detect, "not installed"},
 	}
 	for _, tt := range tests {

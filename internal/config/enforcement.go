@@ -21,13 +21,17 @@ type Enforcement struct {
 	// give the memory back once a waiting request needs it (a `reclaim`
 	// event says by when); then it is stopped (SIGTERM).
 	ReclaimGrace units.Duration `toml:"reclaim_grace"`
+	// MPS is use (a running MPS control daemon makes the mps tier
+	// available), manage (the daemon starts one, with its pipes under the
+	// state directory, and stops it) or off.
+	MPS string `toml:"mps"`
 }
 
 // EnforcementModes are the values [enforcement] mode allows.
 var EnforcementModes = []string{"auto", "nvml-limits", "mps", "preload", "detect"}
 
 func defaultEnforcement() Enforcement {
-	return Enforcement{Mode: "auto", ReclaimGrace: units.Duration(30 * time.Second)}
+	return Enforcement{Mode: "auto", ReclaimGrace: units.Duration(30 * time.Second), MPS: "use"}
 }
 
 func (e Enforcement) validate() error {
@@ -36,6 +40,8 @@ func (e Enforcement) validate() error {
 		return bad("enforcement.mode", "%q is not allowed: want auto, nvml-limits, mps, preload or detect", e.Mode)
 	case e.Borrow < 0:
 		return bad("enforcement.borrow", "%s is not allowed: want 0B or more", e.Borrow.Exact())
+	case e.MPS != "use" && e.MPS != "manage" && e.MPS != "off":
+		return bad("enforcement.mps", "%q is not allowed: want use, manage or off", e.MPS)
 	case e.ReclaimGrace <= 0:
 		return bad("enforcement.reclaim_grace", "%s is not allowed: want a duration above 0", e.ReclaimGrace)
 	}

@@ -18,7 +18,7 @@ func TestEnforcementKeys(t *testing.T) {
 	if Defaults().Enforcement.Mode != "auto" {
 		t.Errorf("default mode %q, want auto", Defaults().Enforcement.Mode)
 	}
-	for _, bad := range []string{"mode = \"strict\"", "borrow = \"-1GiB\"", "reclaim_grace = \"0s\""} {
+	for _, bad := range []string{"mode = \"strict\"", "borrow = \"-1GiB\"", "reclaim_grace = \"0s\"", "mps = \"maybe\""} {
 		_, err := Parse([]byte("[enforcement]\n"+bad+"\n"), "t.toml")
 		if err == nil || !strings.Contains(err.Error(), "enforcement.") {
 			t.Errorf("%s: err %v, want one naming the key", bad, err)
