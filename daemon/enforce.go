@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,10 +54,13 @@ func (d *Daemon) newEnforcement() enforcement {
 		c := e.tiers.For(g.UUID)
 		d.log.Info("enforcement", "gpu", g.Index, "uuid", g.UUID, "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason)
 	}
-	if e.cgroups, err = cgroup.Open(d.procRoot, "wsched-holders"); err != nil {
+	if e.cgroups, err = cgroup.Open(d.procRoot, fmt.Sprintf("wsched-holders-%d", os.Getpid())); err != nil {
 		d.log.Info("backends run without cgroups of their own: children that setsid can outlive an instance", "err", err)
 	} else {
-		d.log.Debug("backends get cgroups of their own", "dir", e.cgroups.Dir(), "hierarchy", e.cgroups.Hierarchy().Version)
+		// A daemon killed outright (SIGKILL) left its backends' cgroups
+		// and whatever survived in them: end those now.
+		swept := e.cgroups.SweepStale(ctx, d.procRoot, "wsched-holders-")
+		d.log.Debug("backends get cgroups of their own", "dir", e.cgroups.Dir(), "hierarchy", e.cgroups.Hierarchy().Version, "swept", swept)
 	}
 	return e
 }
