@@ -59,6 +59,7 @@ type Daemon struct {
 	upkeep   *upkeep.Upkeep
 	host     *host.Host
 	jobs     *jobs.Manager
+	enforce  enforcement
 
 	conns      *connlimit.Counter // open connections, per uid (serve)
 	listener   net.Listener
@@ -88,6 +89,7 @@ func New(opts Options) (*Daemon, error) {
 	d.est = estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, d.db)
 	d.eng = placement.New(placement.Options{
 		Placement: cfg.Placement, Leases: cfg.Leases, Inventory: reader, Store: d.db, Log: log, Signal: d.terminate,
+		BorrowGrace: cfg.Enforcement.ReclaimGrace.D(),
 	})
 	d.upkeep = upkeep.New(upkeep.Options{
 		Engine: d.eng, Store: d.db, Watcher: d.watch, Reader: reader, Every: cfg.Inventory.RefreshInterval.D(),
@@ -97,6 +99,7 @@ func New(opts Options) (*Daemon, error) {
 		log.Warn(`[leases] overrun = "kill" cannot signal other users' processes: the daemon has neither uid 0 nor CAP_KILL; `+
 			`overruns will only be reported (grant it with AmbientCapabilities=CAP_KILL in a drop-in)`, "uid", os.Getuid())
 	}
+	d.enforce = d.newEnforcement()
 	d.host = d.newHost()
 	run := runner.New(runner.Options{
 		Models: cfg.Models, Backends: d.host, Sizer: runner.NewSizer(d.est, d.eng), Learn: d.db, Log: log,
@@ -131,6 +134,7 @@ func (d *Daemon) open(provider inventory.Provider) error {
 }
 
 func (d *Daemon) close() {
+	d.enforce.close(d.log)
 	if d.db != nil {
 		_ = d.db.Close()
 	}

@@ -39,6 +39,9 @@ type Options struct {
 	// Signal is called with a holder's PID when it overruns its lease and
 	// [leases] overrun = "kill". nil disables killing.
 	Signal func(pid int)
+	// BorrowGrace is how long a holder asked to give back borrowed memory
+	// has before it is stopped (DefaultBorrowGrace when 0; borrow.go).
+	BorrowGrace time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Log receives decisions at debug level and problems at warn.

@@ -171,6 +171,7 @@ func (s *state) dispatch() {
 		s.grant(g.w, g.acc)
 	}
 	s.reclaim(heldOn)
+	s.reclaimBorrowed()
 }
 
 // noFit explains why a request cannot be granted now, naming the memory

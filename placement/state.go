@@ -54,6 +54,7 @@ type state struct {
 	reclaiming  map[string]bool
 	covered     map[*waiter]bool
 	reclaimable map[string]*Lease
+	borrow      borrowBook // leases borrowing past their size (borrow.go)
 	// measured are the leases whose UsedBytes or Overrun the last
 	// reconcile set, so the next one can clear them.
 	measured map[*Lease]struct{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
@@ -41,6 +42,9 @@ type gpuView struct {
 	// process's usage is unknown.
 	DriverBytes int64             `json:"driver_bytes"`
 	Accounting  placement.Account `json:"accounting"`
+	// Enforcement is the tier the daemon chose (or would choose, read
+	// locally) for this GPU.
+	Enforcement enforce.Choice `json:"enforcement"`
 	// Leases is the number of leases granted on the GPU and HeldBytes the
 	// memory held there for waiting requests (the daemon's view only).
 	Leases    int   `json:"leases"`
@@ -164,10 +168,11 @@ func (a *app) watchGPUs(ctx context.Context, every time.Duration, show func(cont
 func buildGPUsView(cfg *config.Config, snap inventory.Snapshot) gpusView {
 	v := gpusView{Taken: snap.Taken, Provider: snap.Provider, Driver: snap.Driver, Policy: string(cfg.Placement.Policy), GPUs: []gpuView{}}
 	accounts := make([]placement.Account, 0, len(snap.GPUs))
+	tier := localEnforcement(cfg, snap)
 	for _, g := range snap.GPUs {
 		acc := placement.Accounting(g, cfg.Placement, nil)
 		accounts = append(accounts, acc)
-		v.GPUs = append(v.GPUs, gpuView{GPU: g, DriverBytes: driverBytes(g), Accounting: acc})
+		v.GPUs = append(v.GPUs, gpuView{GPU: g, DriverBytes: driverBytes(g), Accounting: acc, Enforcement: tier(g)})
 	}
 	v.Recommendation = recommend(cfg, accounts)
 	return v
@@ -319,6 +324,9 @@ func gpuNotes(g gpuView) []string {
 	}
 	if !g.Accounting.Placeable {
 		notes = append(notes, "! "+g.Accounting.Reason)
+	}
+	if g.Enforcement.Tier != "" { // an older daemon does not say
+		notes = append(notes, enforcementNote(string(g.Enforcement.Tier), g.Enforcement.Reason))
 	}
 	return notes
 }

@@ -81,7 +81,7 @@ func daemonGPUs(ctx context.Context, cfg *config.Config, pin device.Pin) (gpusVi
 	accounts := make([]placement.Account, 0, len(g.GPUs))
 	for _, d := range g.GPUs {
 		gv := gpuView{GPU: readingOf(d.GPUReading), Accounting: placement.Account(d.Accounting), Leases: len(d.Leases), HeldBytes: d.HeldBytes}
-		gv.DriverBytes = driverBytes(gv.GPU)
+		gv.DriverBytes, gv.Enforcement = driverBytes(gv.GPU), choiceOf(d.Enforcement)
 		v.GPUs = append(v.GPUs, gv)
 		acc := gv.Accounting
 		acc.AvailableBytes -= gv.HeldBytes

@@ -81,7 +81,7 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	k := newKeeper(c, l, req, true, a.err) // the child's environment names the GPU
 	kept := make(chan struct{})
 	go func() { defer close(kept); k.Run(kctx) }()
-	err = a.runChild(args, l.Env, func(pid int) {
+	err = a.runChild(args, withOwnPreload(l.Env, a.getenv("LD_PRELOAD")), func(pid int) {
 		// A child that exited before the daemon looked at it (`wsched run
 		// -- true`) raced the registration: nothing to warn about.
 		if err := k.AddPID(bg, pid); err != nil && !exited(pid) {
@@ -115,7 +115,9 @@ func (a *app) runChild(args []string, env map[string]string, started func(pid in
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals(a.in)...)
 	defer signal.Stop(sigs)
-	if err := child.Start(); err != nil {
+	cg, endCgroup := childCgroup() // ending the run kills what the child left (issue 27)
+	defer endCgroup()
+	if err := cg.Start(child); err != nil {
 		fmt.Fprintf(a.err, "wsched: run: %v\n", err)
 		return exitError{code: 127}
 	}

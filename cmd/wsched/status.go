@@ -59,6 +59,9 @@ func renderStatus(a *app, st api.Status, g api.GPUs) error {
 			if !acc.Placeable {
 				notes = append(notes, "! "+acc.Reason)
 			}
+			if e := gpu.Enforcement; e != nil {
+				notes = append(notes, enforcementNote(e.Tier, e.Reason))
+			}
 			if gpu.HeldBytes > 0 {
 				notes = append(notes, fmt.Sprintf("%s of the available memory is held for the queue head", units.FormatBytes(gpu.HeldBytes)))
 			}

@@ -173,4 +173,6 @@ type Status struct {
 	SocketActivated bool           `json:"socket_activated"`
 	// UIDs is each uid's leases, bytes, waiting requests, use and share.
 	UIDs []UIDUse `json:"uids"`
+	// Enforcement is each GPU's enforcement tier and why (issue 27).
+	Enforcement []GPUEnforcement `json:"enforcement,omitempty"`
 }

@@ -19,6 +19,8 @@ type GPU struct {
 	// HeldBytes is the part of the available memory held for blocked queue
 	// heads (see GPUs.Held): others cannot get it.
 	HeldBytes int64 `json:"held_bytes"`
+	// Enforcement is how this GPU's leases are held to their size.
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
 }
 
 // Hold is memory held on a GPU for a queued request that waited past

@@ -177,6 +177,7 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	}
 	out := convert.FromLease(l)
 	out.Estimate = est
+	s.withEnforcement(&out, l)
 	writeJSON(w, http.StatusCreated, out)
 }
 

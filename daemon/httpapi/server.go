@@ -29,6 +29,7 @@ type Engine interface {
 	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
 	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
 	AddProcessAs(ctx context.Context, id string, pid int, startTicks uint64, may placement.Guard) (placement.Lease, error)
+	ReportUsageAs(ctx context.Context, id string, u placement.Usage, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
 	Preview(bytes int64, dev device.Spec, prio placement.Priority) placement.Preview
@@ -109,6 +110,9 @@ type Options struct {
 	Log     *slog.Logger
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
+	// Enforcer, when set, is each GPU's enforcement tier: shown on
+	// /v1/gpus and /v1/status, its variables added to a granted lease's env.
+	Enforcer Enforcer
 }
 
 // Server serves the API.
@@ -127,13 +131,14 @@ type Server struct {
 	hub      *hub      // the event streams' one engine subscription
 	spool    spoolBook // spool bytes reserved for uploads in progress
 	keys     keyed     // idempotency keys of lease requests under way
+	enforcer Enforcer
 }
 
 // New returns the API over opts' components.
 func New(opts Options) *Server {
 	s := &Server{
 		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator, learned: opts.Learned,
-		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot,
+		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot, enforcer: opts.Enforcer,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -158,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/leases/{id}", s.deleteLease)
 	mux.HandleFunc("POST /v1/leases/{id}/renew", s.renewLease)
 	mux.HandleFunc("POST /v1/leases/{id}/pids", s.addLeasePID)
+	mux.HandleFunc("POST /v1/leases/{id}/usage", s.postUsage)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/estimate", s.postEstimate)
 	mux.HandleFunc("POST /v1/estimator/samples", s.postSamples)

@@ -36,7 +36,7 @@ func (s *Server) gpusBody(peer Peer, v placement.View) api.GPUs {
 	index := map[string]int{}
 	for _, g := range v.GPUs {
 		gpu := convert.GPU(g.Reading, g.Account, toAPILeases(peer, g.Leases))
-		gpu.HeldBytes = g.HeldBytes
+		gpu.HeldBytes, gpu.Enforcement = g.HeldBytes, s.enforcementOf(g.UUID)
 		out.GPUs = append(out.GPUs, gpu)
 		index[g.UUID] = g.Index
 	}
@@ -70,7 +70,7 @@ func (s *Server) statusBody() api.Status {
 		Version: s.info.Version, PID: os.Getpid(), Started: s.info.Started, Socket: s.info.Socket, StateDir: s.cfg.Daemon.StateDir,
 		Provider: v.Provider, Policy: string(s.cfg.Placement.Policy), GPUs: v.GPUs, Leases: v.Leases,
 		QueueLength: v.Queued, QueueByPrio: v.QueuedBy, Stats: convert.Stats(v.Stats), SocketActivated: s.info.SocketActivated,
-		LeasedBytes: v.LeasedBytes, HeldBytes: v.HeldBytes, UIDs: uidUses(v.UIDs),
+		LeasedBytes: v.LeasedBytes, HeldBytes: v.HeldBytes, UIDs: uidUses(v.UIDs), Enforcement: s.enforcements(),
 	}
 }
 

@@ -24,6 +24,9 @@ type Config struct {
 	Models     Models                `toml:"models"`
 	Kubernetes Kubernetes            `toml:"kubernetes"`
 
+	// Enforcement is [enforcement] (issue 27).
+	Enforcement Enforcement `toml:"enforcement"`
+
 	// Source is the file the config was read from ("" for built-in defaults).
 	Source string `toml:"-"`
 	// Device is the device pin from WSCHED_DEVICE / SENSEVOICE_DEVICE (Auto

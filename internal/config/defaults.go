@@ -49,6 +49,7 @@ func Defaults() *Config {
 		Kubernetes: defaultKubernetes(),
 		Limits:     defaultLimits(),
 	}
+	c.Enforcement = defaultEnforcement()
 	connDefaults(&c.Daemon)
 	spoolDefaults(&c.Jobs)
 	jobTableDefaults(&c.Jobs, &c.Limits)

@@ -48,7 +48,7 @@ func (c *Config) validate() error {
 	for _, s := range []section{
 		{"daemon", c.Daemon.validate}, {"inventory", c.Inventory.Validate}, {"placement", c.Placement.Validate},
 		{"leases", c.Leases.Validate}, {"backends", c.Backends.validate}, {"jobs", c.Jobs.validate}, {"models", c.Models.validate},
-		{"kubernetes", c.Kubernetes.validate}, {"limits", c.Limits.validate},
+		{"kubernetes", c.Kubernetes.validate}, {"limits", c.Limits.validate}, {"enforcement", c.Enforcement.validate},
 	} {
 		err := s.check()
 		var ke *confval.KeyError

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsched/wsched/internal/cgroup"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement"
 )
@@ -48,6 +49,14 @@ type Options struct {
 	// has loaded its model and right after each Transcribe, so the lease
 	// sees (and learning keeps) peaks the periodic reading would miss.
 	Sampler Sampler
+	// Cgroups, when set, gives each backend a cgroup of its own: the
+	// backend and everything it starts (the exec backend's app, children
+	// that setsid) is killed with the instance (issue 27).
+	Cgroups *cgroup.Manager
+	// Enforce, when set, adds the lease's enforcement tier's variables to
+	// the backend's environment (enforce.Enforcer.Env: LD_PRELOAD of the
+	// allocation cap, or the MPS limit).
+	Enforce func(placement.Lease) map[string]string
 }
 
 // Sampler reads the GPUs now and hands the reading to the engine

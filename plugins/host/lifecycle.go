@@ -23,6 +23,9 @@ var errExited = errors.New("backend process exited")
 func (h *Host) env(l placement.Lease) []string {
 	env := h.opts.Environ()
 	vars := placement.Env(l)
+	if h.opts.Enforce != nil {
+		maps.Copy(vars, h.opts.Enforce(l))
+	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
 	}
@@ -44,7 +47,7 @@ func loadDevice(l placement.Lease) string {
 func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, plugins.MemoryReport, error) {
 	var info plugins.Info
 	var mem plugins.MemoryReport
-	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D())
+	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
 	if err != nil {
 		return nil, info, mem, err
 	}
@@ -65,7 +68,7 @@ func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, p
 	if info, err = p.backend.Info(ctx); err != nil {
 		return fail(fmt.Errorf("info: %w", err))
 	}
-	if err := h.addAppPIDs(ctx, w, p, info.PIDs); err != nil {
+	if err := h.addAppPIDs(ctx, w, p, p.withCgroupPIDs(info.PIDs)); err != nil {
 		return fail(err)
 	}
 	h.sample(ctx, w, "load") // with the app's processes on the lease

@@ -21,7 +21,7 @@ import (
 const orphanEnv = "WSCHED_HOST_TEST_ORPHAN"
 
 func orphanChild(path string) int {
-	p, err := startProcess(context.Background(), path, os.Environ(), slog.New(slog.DiscardHandler), time.Minute)
+	p, err := startProcess(context.Background(), path, os.Environ(), slog.New(slog.DiscardHandler), time.Minute, nil)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/wsched/wsched/internal/cgroup"
 	"github.com/wsched/wsched/plugins"
 )
 
@@ -20,6 +21,8 @@ type process struct {
 	pid     int
 	extra   []int  // processes the backend ran (Info.PIDs), counted against the lease
 	sockDir string // the backend's socket directory, removed with the process
+	cg      *cgroup.Group
+	log     *slog.Logger
 }
 
 // startProcess runs the backend at path with exactly env as its
@@ -29,7 +32,10 @@ type process struct {
 // The backend makes its go-plugin socket in a directory of its own, which kill
 // removes: no socket is left behind in $TMPDIR, not even by a backend that
 // was killed with SIGKILL.
-func startProcess(ctx context.Context, path string, env []string, log *slog.Logger, timeout time.Duration) (*process, error) {
+//
+// With cg the process starts in that cgroup (or is moved there at once), and
+// kill kills and removes the cgroup: nothing the backend started survives it.
+func startProcess(ctx context.Context, path string, env []string, log *slog.Logger, timeout time.Duration, cg *cgroup.Group) (*process, error) {
 	sockDir, err := os.MkdirTemp("", "wsched-be-")
 	if err != nil {
 		return nil, fmt.Errorf("start %s: socket directory: %w", path, err)
@@ -39,18 +45,20 @@ func startProcess(ctx context.Context, path string, env []string, log *slog.Logg
 		_ = os.Remove(sockDir)
 		return nil, fmt.Errorf("start %s: socket path in %s would be %d bytes, over the 107 a Unix socket allows: set a shorter TMPDIR", path, sockDir, n)
 	}
-	p, err := startIn(ctx, path, env, sockDir, log, timeout)
+	p, err := startIn(ctx, path, env, sockDir, log, timeout, cg)
 	if err != nil {
 		_ = os.RemoveAll(sockDir)
+		removeCgroup(cg, log)
 		return nil, err
 	}
 	return p, nil
 }
 
-func startIn(ctx context.Context, path string, env []string, sockDir string, log *slog.Logger, timeout time.Duration) (*process, error) {
+func startIn(ctx context.Context, path string, env []string, sockDir string, log *slog.Logger, timeout time.Duration, cg *cgroup.Group) (*process, error) {
 	cmd := exec.Command(path)
 	cmd.Env = append(env[:len(env):len(env)], plugin.EnvUnixSocketDir+"="+sockDir)
 	dieWithParent(cmd)
+	cg.Prepare(cmd)
 	cfg := plugins.ClientConfig(cmd)
 	cfg.Logger = newHCLog(log)
 	cfg.StartTimeout = timeout
@@ -84,7 +92,10 @@ func startIn(ctx context.Context, path string, env []string, sockDir string, log
 		client.Kill()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	return &process{client: client, backend: b, pid: cmd.Process.Pid, sockDir: sockDir}, nil
+	if err := cg.Add(cmd.Process.Pid); err != nil { // v1; a no-op rewrite on v2
+		log.Warn("backend runs outside its cgroup", "pid", cmd.Process.Pid, "err", err)
+	}
+	return &process{client: client, backend: b, pid: cmd.Process.Pid, sockDir: sockDir, cg: cg, log: log}, nil
 }
 
 // exited reports whether the process has ended.
@@ -95,4 +106,5 @@ func (p *process) exited() bool { return p.client.Exited() }
 func (p *process) kill() {
 	p.client.Kill()
 	_ = os.RemoveAll(p.sockDir)
+	removeCgroup(p.cg, p.log)
 }

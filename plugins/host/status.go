@@ -156,7 +156,7 @@ func (h *Host) infoOf(ctx context.Context, b Binary) (plugins.Info, string) {
 
 // probeInfo starts the binary at path, asks for Info and stops it.
 func probeInfo(ctx context.Context, path string, env []string, log *slog.Logger, timeout time.Duration) (plugins.Info, error) {
-	p, err := startProcess(ctx, path, env, log, timeout)
+	p, err := startProcess(ctx, path, env, log, timeout, nil)
 	if err != nil {
 		return plugins.Info{}, err
 	}

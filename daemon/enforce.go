@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/wsched/wsched/enforce"
+	"github.com/wsched/wsched/enforce/preload"
+	"github.com/wsched/wsched/internal/cgroup"
+	"github.com/wsched/wsched/placement/inventory"
+)
+
+// enforcement is how the daemon holds leases to their size (issue 27): the
+// tier chosen per GPU at start, and the cgroups its backends run in.
+type enforcement struct {
+	tiers   *enforce.Enforcer
+	cgroups *cgroup.Manager     // nil: no writable hierarchy
+	mps     *enforce.MPSControl // [enforcement] mps = "manage": the one started
+}
+
+// newEnforcement reads the driver version and each GPU's MIG mode once,
+// probes the host, chooses each GPU's tier under [enforcement] mode and
+// logs which and why; it opens the cgroup the backends' cgroups go under.
+func (d *Daemon) newEnforcement() enforcement {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, err := d.provider.Snapshot(ctx)
+	if err != nil {
+		d.log.Warn("enforcement: no GPU reading at start; tiers are chosen without the driver version", "err", err)
+	}
+	gpus := map[string]bool{}
+	for _, g := range snap.GPUs {
+		gpus[g.UUID] = g.MIG == inventory.MIGEnabled
+	}
+	cfg := d.cfg.Enforcement
+	var e enforcement
+	lookup := os.LookupEnv
+	if cfg.MPS == "manage" {
+		if e.mps, err = d.startMPS(ctx); err != nil {
+			d.log.Warn(`enforcement: [enforcement] mps = "manage" but no MPS control daemon started`, "err", err)
+		} else {
+			lookup = e.mps.LookupEnv(lookup)
+		}
+	}
+	facts := enforce.Probe(d.procRoot, snap.Driver, lookup, preload.Dirs())
+	facts.MPSOff = cfg.MPS == "off"
+	e.tiers = enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)
+	for _, g := range snap.GPUs {
+		c := e.tiers.For(g.UUID)
+		d.log.Info("enforcement", "gpu", g.Index, "uuid", g.UUID, "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason)
+	}
+	if e.cgroups, err = cgroup.Open(d.procRoot, fmt.Sprintf("wsched-holders-%d", os.Getpid())); err != nil {
+		d.log.Info("backends run without cgroups of their own: children that setsid can outlive an instance", "err", err)
+	} else {
+		// A daemon killed outright (SIGKILL) left its backends' cgroups
+		// and whatever survived in them: end those now.
+		swept := e.cgroups.SweepStale(ctx, d.procRoot, "wsched-holders-")
+		d.log.Debug("backends get cgroups of their own", "dir", e.cgroups.Dir(), "hierarchy", e.cgroups.Hierarchy().Version, "swept", swept)
+	}
+	return e
+}
+
+// startMPS starts the MPS control daemon wsched manages, with its pipes in
+// state_dir/mps.
+func (d *Daemon) startMPS(ctx context.Context) (*enforce.MPSControl, error) {
+	bin, err := exec.LookPath(enforce.MPSControlBin)
+	if err != nil {
+		return nil, err
+	}
+	m, err := enforce.StartMPS(ctx, bin, filepath.Join(d.cfg.Daemon.StateDir, "mps"))
+	if err == nil {
+		d.log.Info("MPS control daemon started", "pipe", m.PipeDir)
+	}
+	return m, err
+}
+
+// close stops a managed MPS control daemon and removes the backends'
+// parent cgroup when no other daemon of this process (tests) still uses it.
+func (e enforcement) close(log *slog.Logger) {
+	if e.mps != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.mps.Stop(ctx); err != nil {
+			log.Warn("MPS control daemon not stopped", "err", err)
+		}
+	}
+	if e.cgroups != nil {
+		_ = e.cgroups.Close()
+	}
+}
