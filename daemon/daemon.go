@@ -105,6 +105,7 @@ func New(opts Options) (*Daemon, error) {
 		MaxRetries: cfg.Jobs.MaxRetries, JobTimeout: cfg.Jobs.Timeout.D(),
 		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive,
 	}, run, d.db, log)
+	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
 	return d, nil
 }
 

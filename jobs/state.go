@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,9 +91,7 @@ func (s *mstate) emit(e *entry, ev Event) {
 // highest priority first, then oldest.
 func (s *mstate) dispatch() {
 	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
-		slices.SortStableFunc(s.pending, func(a, b *entry) int {
-			return cmp.Or(cmp.Compare(b.job.Spec.Priority, a.job.Spec.Priority), a.job.Created.Compare(b.job.Created))
-		})
+		s.sortPending()
 		e := s.pending[0]
 		s.pending = s.pending[1:]
 		ctx, cancel := context.WithCancel(s.ctx)
@@ -136,6 +133,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 		e.job.Error, e.job.ErrorKind, e.outcome = "cancelled", "cancelled", OutcomeCancelled
 		s.transition(e, Cancelled)
 	case err == nil:
+		s.learnRTF(e)
 		e.job.Result, e.job.Progress, e.job.Error, e.outcome = &res, 100, "", OutcomeCompleted
 		s.transition(e, Completed)
 	case retryable(err) && e.job.Attempts <= s.m.cfg.MaxRetries:

@@ -89,6 +89,13 @@ type Job struct {
 	ErrorKind string                 `json:"error_kind,omitempty"`
 	Result    *transcript.Transcript `json:"result,omitempty"`
 	Finished  time.Time              `json:"finished,omitzero"`
+
+	// AudioSeconds is the audio's duration read at admission (0: unknown);
+	// ExpectedSeconds the expected processing time; ExpectedStart, for a
+	// queued job, when it is expected to start (length-aware order).
+	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
+	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
+	ExpectedStart   time.Time `json:"expected_start,omitzero"`
 }
 
 // JobSpec is what the job was asked to do.

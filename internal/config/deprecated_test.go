@@ -32,8 +32,9 @@ path = "/m/turbo.bin"
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJobs := Jobs{MaxRetries: 7, Timeout: units.Duration(2 * time.Hour), ResultTTL: units.Duration(time.Hour), MaxActive: 9, MaxUpload: units.Bytes(2 * units.GiB),
-		SpoolQuota: units.Bytes(8 * units.GiB), MinFreeDisk: units.Bytes(units.GiB), UploadTimeout: units.Duration(10 * time.Minute)}
+	wantJobs := Defaults().Jobs // the keys the old names do not set keep their defaults
+	wantJobs.MaxRetries, wantJobs.Timeout, wantJobs.ResultTTL = 7, units.Duration(2*time.Hour), units.Duration(time.Hour)
+	wantJobs.MaxActive, wantJobs.MaxUpload = 9, units.Bytes(2*units.GiB)
 	if cfg.Jobs != wantJobs {
 		t.Errorf("jobs = %+v, want %+v", cfg.Jobs, wantJobs)
 	}
