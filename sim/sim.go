@@ -151,9 +151,8 @@ func Run(ctx context.Context, cfg Config, workload []Job) (Result, error) {
 		return Result{}, err
 	}
 	defer m.stop()
-	s := &simulation{cfg: cfg, m: m, rtf: jobs.NewRTFTable(), profiles: map[string]Profile{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 26)), work: workload, records: make([]record, len(workload))}
-	s.order = jobs.Order{}
+	s := &simulation{cfg: cfg, m: m, rtf: newRTF(), profiles: map[string]Profile{},
+		rng: newRNG(cfg.Seed), work: workload, records: make([]record, len(workload))}
 	if cfg.Policy == WSched {
 		s.order.MaxReorderWait = cfg.MaxReorderWait
 	}
@@ -162,6 +161,9 @@ func Run(ctx context.Context, cfg Config, workload []Job) (Result, error) {
 	}
 	return s.result(), nil
 }
+
+func newRTF() *jobs.RTFTable        { return jobs.NewRTFTable() }
+func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 26)) }
 
 // seconds converts virtual seconds to a duration.
 func seconds(f float64) time.Duration { return time.Duration(math.Round(f * float64(time.Second))) }
