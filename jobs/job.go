@@ -115,6 +115,10 @@ type Job struct {
 	Error      string `json:"error,omitempty"`
 	// ErrorKind classifies Error: bad_input, timeout, backend, cancelled.
 	ErrorKind string `json:"error_kind,omitempty"`
+	// Result is set when completed.
+	Result   *transcript.Transcript `json:"result,omitempty"`
+	Finished time.Time              `json:"finished,omitzero"`
+
 	// AudioSeconds is the audio's duration, read at admission (WAV header
 	// or ffprobe); 0 when unknown. ExpectedSeconds is the expected
 	// processing time (AudioSeconds × the learned real-time factor);
@@ -123,9 +127,6 @@ type Job struct {
 	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
 	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
 	ExpectedStart   time.Time `json:"expected_start,omitzero"`
-	// Result is set when completed.
-	Result   *transcript.Transcript `json:"result,omitempty"`
-	Finished time.Time              `json:"finished,omitzero"`
 }
 
 // clone copies a job so callers can keep it.
