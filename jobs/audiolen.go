@@ -25,6 +25,33 @@ type AudioProbe func(ctx context.Context, path string) (float64, error)
 // it is a RIFF/WAVE file, else from ffprobe (when one is found on PATH,
 // bounded by 10 s). An error wrapping ErrUnknownDuration otherwise.
 func ProbeAudio(ctx context.Context, path string) (float64, error) {
+	return probeAudio(ctx, path, true)
+}
+
+// LimitedProbe is ProbeAudio with at most n ffprobe processes at once: a
+// file that would need one while n run gets no duration (it is ordered as
+// unknown) instead of waiting, so that a burst of submissions cannot start
+// a burst of processes.
+func LimitedProbe(n int) AudioProbe { return limited(n, probeAudio) }
+
+func limited(n int, probe func(ctx context.Context, path string, ffprobe bool) (float64, error)) AudioProbe {
+	sem := make(chan struct{}, max(1, n))
+	return func(ctx context.Context, path string) (float64, error) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+			return probe(ctx, path, true)
+		default:
+			return probe(ctx, path, false)
+		}
+	}
+}
+
+// errBrokenWAV marks a file that starts as RIFF/WAVE but whose header does
+// not give a duration.
+var errBrokenWAV = errors.New("broken WAV header")
+
+func probeAudio(ctx context.Context, path string, ffprobe bool) (float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("probe audio: %w: %w", ErrUnknownDuration, err)
@@ -35,13 +62,19 @@ func ProbeAudio(ctx context.Context, path string) (float64, error) {
 		return 0, fmt.Errorf("probe audio: %w: %w", ErrUnknownDuration, err)
 	}
 	d, err := WAVDuration(f, st.Size())
-	if err == nil {
+	switch {
+	case err == nil:
 		return d, nil
+	case errors.Is(err, errBrokenWAV): // a RIFF file ffprobe would not read better
+		return 0, fmt.Errorf("probe audio: %w: %w", ErrUnknownDuration, err)
+	case !ffprobe:
+		return 0, fmt.Errorf("probe audio: %w: not a WAV file (%v) and ffprobe busy", ErrUnknownDuration, err)
 	}
-	if ff, lerr := exec.LookPath("ffprobe"); lerr == nil {
-		return ffprobeDuration(ctx, ff, path)
+	ff, lerr := exec.LookPath("ffprobe")
+	if lerr != nil {
+		return 0, fmt.Errorf("probe audio: %w: not a WAV file (%v) and no ffprobe on PATH", ErrUnknownDuration, err)
 	}
-	return 0, fmt.Errorf("probe audio: %w: not a WAV file (%v) and no ffprobe on PATH", ErrUnknownDuration, err)
+	return ffprobeDuration(ctx, ff, path)
 }
 
 // maxWAVChunks bounds the chunks skipped looking for fmt and data.
@@ -59,6 +92,15 @@ func WAVDuration(r io.Reader, size int64) (float64, error) {
 	if !bytes.Equal(riff[0:4], []byte("RIFF")) || !bytes.Equal(riff[8:12], []byte("WAVE")) {
 		return 0, errors.New("wav header: not RIFF/WAVE")
 	}
+	d, err := wavChunks(r, size)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errBrokenWAV, err)
+	}
+	return d, nil
+}
+
+// wavChunks walks the chunks after the RIFF header to fmt and data.
+func wavChunks(r io.Reader, size int64) (float64, error) {
 	off := int64(12)
 	var byteRate uint32
 	for range maxWAVChunks {

@@ -146,6 +146,14 @@ func (h *timeHeap) Pop() any {
 
 // SetOrder sets [jobs] max_reorder_wait and the GPU-model lookup for
 // learning (Config.MaxReorderWait, Config.GPUModel); call it before Run.
+// Without Config.Probe it also bounds the ffprobe processes audio
+// durations may start (LimitedProbe, maxProbes).
 func (m *Manager) SetOrder(maxReorderWait time.Duration, gpuModel func(uuid string) string) {
 	m.cfg.MaxReorderWait, m.cfg.GPUModel = maxReorderWait, gpuModel
+	if m.cfg.Probe == nil {
+		m.cfg.Probe = LimitedProbe(maxProbes)
+	}
 }
+
+// maxProbes bounds the ffprobe processes of the daemon's submissions.
+const maxProbes = 4

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,5 +293,42 @@ func TestManagerLearnsRTF(t *testing.T) {
 	}
 	if _, err := r.m.Wait(ctx, j2.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLimitedProbe: a broken WAV header is not handed to ffprobe; while
+// every ffprobe slot is taken a probe does without (a WAV is still read,
+// other formats are unknown at once).
+func TestLimitedProbe(t *testing.T) {
+	dir := t.TempDir()
+	broken, good, other := filepath.Join(dir, "b.wav"), filepath.Join(dir, "g.wav"), filepath.Join(dir, "o.mp3")
+	_ = os.WriteFile(broken, []byte("RIFF\x10\x00\x00\x00WAVEjunk"), 0o600)
+	_ = os.WriteFile(good, wav(2, 100, 0, true), 0o600)
+	_ = os.WriteFile(other, []byte("ID3 not really audio"), 0o600)
+	if _, err := ProbeAudio(context.Background(), broken); !errors.Is(err, ErrUnknownDuration) || !errors.Is(err, errBrokenWAV) {
+		t.Errorf("broken WAV: %v", err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	probe := limited(1, func(ctx context.Context, path string, ffprobe bool) (float64, error) {
+		if path == "hold" {
+			close(entered)
+			<-release
+			return 0, ErrUnknownDuration
+		}
+		return probeAudio(ctx, path, ffprobe)
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = probe(context.Background(), "hold") }()
+	<-entered
+	if _, err := probe(context.Background(), other); err == nil || !strings.Contains(err.Error(), "ffprobe busy") {
+		t.Errorf("non-WAV while the slot is taken: %v", err)
+	}
+	if d, err := probe(context.Background(), good); err != nil || d != 2 {
+		t.Errorf("WAV while the slot is taken: %v, %v", d, err)
+	}
+	close(release)
+	<-done
+	if _, err := probe(context.Background(), other); err != nil && strings.Contains(err.Error(), "ffprobe busy") {
+		t.Errorf("the slot was not given back: %v", err)
 	}
 }
