@@ -100,10 +100,13 @@ func New(opts Options) (*Daemon, error) {
 	d.host = d.newHost()
 	run := runner.New(runner.Options{
 		Models: cfg.Models, Backends: d.host, Sizer: runner.NewSizer(d.est, d.eng), Learn: d.db, Log: log,
+		Bounds: runner.ResultBounds{Segments: cfg.Jobs.MaxSegments, Bytes: int64(cfg.Jobs.MaxResultBytes)},
 	})
 	d.jobs = jobs.New(jobs.Config{
 		MaxRetries: cfg.Jobs.MaxRetries, JobTimeout: cfg.Jobs.Timeout.D(),
-		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive,
+		ResultTTL: cfg.Jobs.ResultTTL.D(), MaxActive: cfg.Jobs.MaxActive, MaxJobs: cfg.Jobs.MaxJobs,
+		UIDLimits:   jobs.OwnerLimits{Active: cfg.Limits.ActiveJobs, Stored: cfg.Limits.StoredJobs},
+		TokenLimits: jobs.OwnerLimits{Active: cfg.Limits.TokenActiveJobs, Stored: cfg.Limits.TokenStoredJobs},
 	}, run, d.db, log)
 	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
 	return d, nil

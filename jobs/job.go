@@ -25,6 +25,7 @@ var (
 	ErrCancelled   = errors.New("job cancelled")
 	ErrStopped     = errors.New("job manager stopped")
 	ErrQueueFull   = errors.New("too many jobs")
+	ErrLimit       = errors.New("job limit reached") // an owner's OwnerLimits
 	ErrRetryable   = errors.New("retryable failure") // wrap to retry (backend crash)
 	ErrOutOfMemory = errors.New("out of GPU memory") // wrap to retry with a larger lease
 	// ErrBadInput marks failures the client caused (bad audio, an unknown

@@ -60,8 +60,13 @@ type Config struct {
 	// MaxActive bounds the jobs placed at once (waiting for memory or
 	// running); the rest wait here, by priority.
 	MaxActive int
-	// MaxJobs bounds the jobs kept (pending, running and finished).
+	// MaxJobs bounds the jobs kept (pending, running and finished): [jobs]
+	// max_jobs.
 	MaxJobs int
+	// UIDLimits bound the jobs of each uid but root ([limits] active_jobs,
+	// stored_jobs); TokenLimits those of the TCP token's holder (owner uid
+	// TokenUID: [limits] token_active_jobs, token_stored_jobs).
+	UIDLimits, TokenLimits OwnerLimits
 	// OOMGrowth scales the memory of an attempt after a CUDA OOM (1.5).
 	OOMGrowth float64
 	// MaxReorderWait is [jobs] max_reorder_wait (order.go); 0: arrival
@@ -98,6 +103,9 @@ type entry struct {
 	gpuModel  string // of the running attempt's GPU (RTF learning)
 }
 
+// ownerCount is what one owner (uid) has in the table.
+type ownerCount struct{ active, stored int }
+
 type mstate struct {
 	m       *Manager
 	ctx     context.Context
@@ -107,6 +115,9 @@ type mstate struct {
 	nextSub int
 	// watchers get every job's events (Watch).
 	watchers map[int]chan Event
+	// owners counts each owner's jobs (OwnerLimits), kept by add, drop
+	// and transition.
+	owners map[int]*ownerCount
 	// rtfs holds the learned real-time factors (order.go); see rtf.
 	rtfs *RTFTable
 }
@@ -122,7 +133,7 @@ func New(cfg Config, exec Executor, store Store, log *slog.Logger) *Manager {
 	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, time.Hour)
 	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, 24*time.Hour)
 	m := &Manager{cfg: cfg, exec: exec, store: store, log: log, now: time.Now, loop: owner.New[*mstate](ErrStopped)}
-	m.st = &mstate{m: m, jobs: map[string]*entry{}}
+	m.st = &mstate{m: m, jobs: map[string]*entry{}, owners: map[int]*ownerCount{}}
 	return m
 }
 
@@ -182,6 +193,15 @@ func (m *Manager) Submit(ctx context.Context, spec Spec) (Job, error) {
 	return out, cmp.Or(derr, err)
 }
 
+// Admit checks, without submitting, that a job of owner uid would be
+// admitted now ([jobs] max_jobs and the owner's limits): an early answer
+// before an upload is read. Submit checks again, atomically.
+func (m *Manager) Admit(ctx context.Context, uid int) error {
+	var err error
+	derr := m.do(ctx, func(s *mstate) { err = s.admit(uid) })
+	return cmp.Or(derr, err)
+}
+
 // Get returns a job.
 func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 	var out Job
@@ -220,6 +240,24 @@ func (m *Manager) Cancel(ctx context.Context, id string) (Job, error) {
 	var err error
 	derr := m.do(ctx, func(s *mstate) { out, err = s.cancel(id) })
 	return out, cmp.Or(derr, err)
+}
+
+// Delete removes a finished job and its result from the table and the
+// store, or cancels an unfinished one (as Cancel); deleted says which. A
+// cancelled job stays until [jobs] result_ttl or the next Delete.
+func (m *Manager) Delete(ctx context.Context, id string) (j Job, deleted bool, err error) {
+	derr := m.do(ctx, func(s *mstate) {
+		e, ok := s.jobs[id]
+		switch {
+		case !ok:
+			err = fmt.Errorf("%w: %s", ErrNotFound, id)
+		case e.job.State.Finished():
+			j, deleted, err = e.job.clone(), true, s.delete(e)
+		default:
+			j, err = s.cancel(id)
+		}
+	})
+	return j, deleted, cmp.Or(derr, err)
 }
 
 // Subscribe returns the job as it is now and a channel of its events: first

@@ -23,8 +23,8 @@ func (s *mstate) persist(e *entry) {
 }
 
 func (s *mstate) submit(spec Spec) (Job, error) {
-	if len(s.jobs) >= s.m.cfg.MaxJobs {
-		return Job{}, fmt.Errorf("%w: %d jobs are kept; wait for results to expire", ErrQueueFull, s.m.cfg.MaxJobs)
+	if err := s.admit(spec.Owner.UID); err != nil {
+		return Job{}, err
 	}
 	now := s.now()
 	e := &entry{job: Job{ID: newID(), Spec: spec, State: Pending, Created: now, GPUIndex: -1,
@@ -34,7 +34,7 @@ func (s *mstate) submit(spec Spec) (Job, error) {
 			return Job{}, fmt.Errorf("persist job: %w", err)
 		}
 	}
-	s.jobs[e.job.ID] = e
+	s.add(e)
 	s.pending = append(s.pending, e)
 	s.m.log.Info("job queued", "job", e.job.ID, "model", spec.Model, "priority", spec.Priority, "owner_uid", spec.Owner.UID)
 	return e.job.clone(), nil
@@ -55,6 +55,11 @@ func (s *mstate) transition(e *entry, to State) {
 	if t, ok := e.job.Timings[e.job.State]; ok && t.Left.IsZero() {
 		t.Left = now
 		e.job.Timings[e.job.State] = t
+	}
+	if to.Finished() && !e.job.State.Finished() {
+		if c := s.owners[e.job.Spec.Owner.UID]; c != nil {
+			c.active--
+		}
 	}
 	e.job.State = to
 	e.job.Timings[to] = Timing{Entered: now}
@@ -87,12 +92,14 @@ func (s *mstate) emit(e *entry, ev Event) {
 	}
 }
 
-// dispatch starts pending jobs while fewer than MaxActive are placed:
-// highest priority first, then oldest.
+// dispatch starts pending jobs while fewer than MaxActive are placed, in
+// length-aware order (order.go): highest priority first, then aged jobs by
+// age, then shortest expected time.
 func (s *mstate) dispatch() {
 	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
 		s.sortPending()
 		e := s.pending[0]
+		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
 		s.pending = s.pending[1:]
 		ctx, cancel := context.WithCancel(s.ctx)
 		e.cancel, e.running = cancel, true
@@ -170,7 +177,7 @@ func (s *mstate) recover() error {
 		if e.job.Timings == nil {
 			e.job.Timings = map[State]Timing{}
 		}
-		s.jobs[j.ID] = e
+		s.add(e)
 		switch {
 		case j.State.Finished():
 		case j.State != Pending && j.Attempts > s.m.cfg.MaxRetries:
@@ -193,7 +200,7 @@ func (s *mstate) expire() {
 	cutoff := s.now().Add(-s.m.cfg.ResultTTL)
 	for id, e := range s.jobs {
 		if e.job.State.Finished() && !e.job.Finished.After(cutoff) {
-			delete(s.jobs, id)
+			s.drop(e)
 			if s.m.store != nil {
 				if err := s.m.store.DeleteJob(id); err != nil {
 					s.m.log.Error("cannot delete expired job", "job", id, "err", err)

@@ -91,7 +91,13 @@ func (r *reporter) Processing() {
 	r.with(func(s *mstate, e *entry) { s.transition(e, Processing) })
 }
 
+// Progress records pct, clamped to 0–100; NaN and ±Inf are dropped (they
+// would make the job unstorable and its JSON unwritable).
 func (r *reporter) Progress(pct float64) {
+	if !finite(pct) {
+		return
+	}
+	pct = min(max(pct, 0), 100)
 	r.with(func(s *mstate, e *entry) {
 		e.job.Progress = pct
 		s.emit(e, Event{Type: EventProgress, Progress: pct})

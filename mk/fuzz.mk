@@ -5,11 +5,15 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS ?= \
 	./internal/units:FuzzParseBytes \
 	./internal/device:FuzzParse \
+	./internal/device:FuzzPinFromEnv \
 	./daemon/httpapi:FuzzDecodeRequests \
 	./daemon/client:FuzzReadSSE \
 	./estimator/ggml:FuzzRead \
 	./estimator/onnx:FuzzRead \
-	./plugins/plugintest:FuzzParseMemory
+	./plugins/plugintest:FuzzParseMemory \
+	./daemon/store:FuzzDecodeRecord \
+	./daemon/store:FuzzDecodeLease \
+	./daemon/store:FuzzScanJournal
 
 .PHONY: fuzz
 fuzz:

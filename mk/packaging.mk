@@ -1,9 +1,12 @@
-# mk/packaging.mk — Debian packages and their tests (issue 7).
+# mk/packaging.mk — Debian packages and their tests (issues 7, 22).
 #
-#   make deb             dist/wsched_VERSION_ARCH.deb (+ dist/wsched-backend-whisper_… when
-#                        bin/wsched-backend-whisper is built)
+#   make deb             dist/wsched_VERSION_ARCH.deb and the three backends,
+#                        dist/wsched-backend-{whisper,sherpa,exec}_VERSION_ARCH.deb, each installable on
+#                        Debian 12 by itself (libraries Debian 12 lacks are shipped in
+#                        /usr/lib/wsched/lib/NAME; see docs/packaging.md)
 #   make packaging-test  unit tests of packaging/, the .deb installed into throwaway Debian roots,
 #                        systemd-analyze verify of the installed units, lintian (part of `make test`)
+#   make systemd-test    the packages under a real systemd (mk/systemd.mk)
 #
 # packaging/ is a Go module of its own: nfpm's dependency tree (go-git, crypto, …) stays out of the
 # daemon's go.mod, and `go test ./...` at the top does not build it.
@@ -29,11 +32,10 @@ DEB_DATE       ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 DEB_MAINTAINER ?= $(shell n="$${DEBFULLNAME:-$$(git config user.name)}"; e="$${DEBEMAIL:-$$(git config user.email)}"; \
 	[ -n "$$n" ] && [ -n "$$e" ] && echo "$$n <$$e>")
 DEB_ARCH       ?= $(shell $(GO) env GOARCH)
-WHISPER_BACKEND ?= $(BIN)/wsched-backend-whisper
-# The backend package depends on Debian's libwhisper1, so it is built only where make deps took
-# whisper.cpp from the host's own packages (route "system" in $(WHISPER_PREFIX)/MANIFEST). A backend
-# built against the bundle or a source build in .cache/whisper is for this machine only.
-WHISPER_ROUTE    = $(shell sed -n 's/^route=//p' $(WHISPER_PREFIX)/MANIFEST 2>/dev/null)
+# The packaged backends are built here, not taken from bin/: their library paths are the installed
+# ones (/usr/lib/wsched/lib/whisper for the whisper.cpp libraries, and for the bundle route its
+# loader; see packaging/whisper-package-env.sh), and they are stripped and versioned like the daemon.
+DEB_GOFLAGS     = -trimpath -buildmode=pie -ldflags "-s -w -X main.version=$(DEB_DESCRIBE)"
 
 .PHONY: deb packaging-deps packaging-test packaging-unit packaging-install-test packaging-lint
 
@@ -44,21 +46,22 @@ packaging-deps:
 	bash $(PACKAGING_DIR)/deps/packaging-deps.sh
 
 # -buildmode=pie and stripping keep lintian's hardening and debug-symbol checks quiet; mkdeb strips
-# every binary again (also the backend built elsewhere), as dh_strip would.
-deb:
+# every binary again, as dh_strip would.
+deb: whisper-deps
 	@mkdir -p $(DEB_BUILD)
 	rm -f $(DIST)/*.deb
-	$(GO) build -trimpath -buildmode=pie -ldflags "-s -w -X main.version=$(DEB_DESCRIBE)" \
-		-o $(DEB_BUILD)/wsched ./cmd/wsched
+	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched ./cmd/wsched
+	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched-backend-exec ./cmd/wsched-backend-exec
+	$(GO) mod download $(SHERPA_MODULE)
+	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched-backend-sherpa ./cmd/wsched-backend-sherpa
 	$(GO) -C $(PACKAGING_DIR) build -trimpath -o $(CURDIR)/$(DEB_BUILD)/mkdeb ./cmd/mkdeb
-	@if [ ! -x "$(WHISPER_BACKEND)" ]; then \
-		echo "deb: $(WHISPER_BACKEND) is not built: building the wsched package only"; \
-	elif [ "$(WHISPER_ROUTE)" != system ]; then \
-		echo "deb: whisper.cpp came from route '$(WHISPER_ROUTE)', not the host's packages (libwhisper1):" \
-			"building the wsched package only (see docs/deps.md)"; fi
+	eval "$$(sh $(PACKAGING_DIR)/whisper-package-env.sh $(WHISPER_PREFIX))" && \
+	$(GO) build $(DEB_GOFLAGS) -tags $(WHISPER_GO_TAGS) -o $(DEB_BUILD)/wsched-backend-whisper ./cmd/wsched-backend-whisper && \
 	$(DEB_BUILD)/mkdeb -dir $(PACKAGING_DIR) -out $(DIST) -version '$(DEB_DESCRIBE)' -date '$(DEB_DATE)' \
 		-arch $(DEB_ARCH) -maintainer '$(DEB_MAINTAINER)' -wsched $(DEB_BUILD)/wsched -config wsched.toml \
-		$(if $(and $(wildcard $(WHISPER_BACKEND)),$(filter system,$(WHISPER_ROUTE))),-backend-whisper $(WHISPER_BACKEND))
+		-backend-whisper $(DEB_BUILD)/wsched-backend-whisper -whisper-libs "$$WHISPER_PACKAGE_LIBS" \
+		-backend-sherpa $(DEB_BUILD)/wsched-backend-sherpa -sherpa-libs $(SHERPA_LIB_DIR) \
+		-backend-exec $(DEB_BUILD)/wsched-backend-exec
 
 packaging-test: packaging-unit packaging-install-test packaging-lint
 

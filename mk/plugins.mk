@@ -11,7 +11,7 @@
 #   make plugins-bench  the overhead benchmark: jfk.wav through the Go bindings in-process vs an exec'ed warm
 #                       backend over go-plugin gRPC, side by side
 #
-# `make deb` packages the backend too (deb: plugins).
+# `make deb` builds and packages all three backends itself (mk/packaging.mk), with the installed library paths.
 .PHONY: plugins plugins-sherpa plugins-test plugins-vet plugins-bench
 
 PLUGIN_PKGS       := ./plugins/whisper/... ./cmd/wsched-backend-whisper/...
@@ -50,7 +50,6 @@ plugins-bench:
 		-benchtime $(PLUGINS_BENCHTIME) ./plugins/whisper/
 
 test: plugins-test
-deb: plugins
 
 # The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
 FUZZ_TARGETS += ./plugins/internal/audio:FuzzDecodeWAV ./plugins/execbackend:FuzzMapAnswer

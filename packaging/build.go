@@ -49,21 +49,55 @@ func Build(ctx context.Context, p Package, in Inputs, shlibs Shlibs, outDir stri
 	return out, nil
 }
 
-// depends is p.Depends plus what its executables link against.
+// depends is p.Depends plus what its executables and private libraries link against, less the
+// libraries it ships.
 func (p Package) depends(shlibs Shlibs) ([]string, error) {
 	deps := slices.Clone(p.Depends)
+	private := map[string]bool{}
 	for _, f := range p.Files {
-		if !isExecutable(f) {
+		if f.Library {
+			private[filepath.Base(f.Dst)] = true
+		}
+	}
+	for _, f := range p.Files {
+		if !isExecutable(f) && !f.Library {
 			continue
 		}
-		libs, err := shlibs.Depends(f.Src)
+		libs, err := shlibs.DependsExcept(f.Src, private)
 		if err != nil {
 			return nil, err
 		}
 		deps = append(deps, libs...)
 	}
-	slices.Sort(deps)
-	return slices.Compact(deps), nil
+	return mergeMinimums(deps), nil
+}
+
+// mergeMinimums sorts deps and keeps, of several "NAME (>= VERSION)" for one NAME (libc6 from each
+// binary's symbol versions), the highest; other dependencies stay as they are, duplicates removed.
+func mergeMinimums(deps []string) []string {
+	best := map[string]string{}
+	var out []string
+	for _, d := range deps {
+		name, v, ok := strings.Cut(d, " (>= ")
+		parsed, numeric := parseDotted(strings.TrimSuffix(v, ")"))
+		if !ok || !numeric {
+			out = append(out, d)
+			continue
+		}
+		if cur, seen := best[name]; !seen || slices.Compare(parsed, mustDotted(cur)) > 0 {
+			best[name] = strings.TrimSuffix(v, ")")
+		}
+	}
+	for name, v := range best {
+		out = append(out, name+" (>= "+v+")")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func mustDotted(v string) []int {
+	p, _ := parseDotted(v)
+	return p
 }
 
 // info is the nfpm description of p.

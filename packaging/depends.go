@@ -68,7 +68,12 @@ func (s Shlibs) readFile(path string) error {
 // Depends returns the Debian dependencies of an ELF binary: one per package that provides a library
 // in its DT_NEEDED list, libc6 with the newest GLIBC_x.y symbol version the binary uses. A statically
 // linked binary has none. A library no shlibs entry names is an error wrapping ErrUnknownLibrary.
-func (s Shlibs) Depends(binary string) ([]string, error) {
+func (s Shlibs) Depends(binary string) ([]string, error) { return s.DependsExcept(binary, nil) }
+
+// DependsExcept is Depends for a binary of a package that ships some libraries itself (private:
+// their sonames, and the loader's, as file names): those need no dependency. A package that ships
+// its own libc and loader depends on no libc6 at all.
+func (s Shlibs) DependsExcept(binary string, private map[string]bool) ([]string, error) {
 	f, err := elf.Open(binary)
 	if err != nil {
 		return nil, fmt.Errorf("dependencies of %s: %w: %w", binary, ErrNotELF, err)
@@ -89,6 +94,7 @@ func (s Shlibs) Depends(binary string) ([]string, error) {
 	for _, lib := range libs {
 		dep, ok := s[lib]
 		switch {
+		case private[lib]:
 		case !ok:
 			unknown = append(unknown, lib)
 		case packageName(dep) == libcPackage:

@@ -33,7 +33,7 @@ func TestInstalledRoot(t *testing.T) {
 	switch {
 	case len(user) < 7:
 		t.Errorf("User=%s does not exist (or is not a passwd entry: %q)", svc.get("Service", "User"), user)
-	case user[5] != "/var/lib/"+svc.get("Service", "StateDirectory") || !strings.HasSuffix(user[6], "nologin"):
+	case user[5] != "/var/lib/"+svc.words("Service", "StateDirectory")[0] || !strings.HasSuffix(user[6], "nologin"):
 		t.Errorf("user %s: home %s, shell %s; want the StateDirectory and nologin", user[0], user[5], user[6])
 	}
 	wantGroups := append([]string{svc.get("Service", "Group"), sock.get("Socket", "SocketGroup")},

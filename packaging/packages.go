@@ -1,8 +1,11 @@
 package packaging
 
 import (
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -48,6 +51,11 @@ type File struct {
 	Mode     fs.FileMode
 	Conffile bool // a file under /etc that dpkg keeps when the administrator changed it
 	Gzip     bool // compress Src into Dst (manual pages)
+	// Library marks a shared library (or loader) the package ships privately (PrivateLibs): it is
+	// not stripped, its own dependencies count, and its soname needs no dependency.
+	Library bool
+	// Runpath, for an executable, replaces its DT_RUNPATH/DT_RPATH when staged (SetRunpath).
+	Runpath string
 }
 
 // Scripts are paths of maintainer scripts on the build machine; "" for none.
@@ -86,24 +94,117 @@ func Wsched(in Inputs, binary, config string) Package {
 	}
 }
 
-// BackendWhisper is the whisper.cpp backend's package. Its libraries (libwhisper1, libggml0) become
-// dependencies when Build reads the binary; ggml finds GPU backends at run time, so the CUDA one is
-// recommended rather than linked.
-func BackendWhisper(in Inputs, binary string) Package {
-	return Package{
+// lintianOverrides is the package's lintian overrides file (packaging/lintian/NAME): the tags its
+// private libraries raise, each explained there.
+func lintianOverrides(in Inputs, name string) File {
+	return File{Src: filepath.Join(in.Dir, "lintian", name), Dst: "/usr/share/lintian/overrides/" + name, Mode: 0o644}
+}
+
+// backendScripts restart a running daemon after a backend is installed, upgraded or removed.
+func backendScripts(in Inputs) Scripts {
+	return Scripts{
+		PostInst: filepath.Join(in.Dir, "scripts", "wsched-backend.postinst"),
+		PostRm:   filepath.Join(in.Dir, "scripts", "wsched-backend.postrm"),
+	}
+}
+
+// BackendWhisper is the whisper.cpp backend's package. With libDir "" the binary links the
+// system's libwhisper1 and libggml0 (make deps' route "system": Debian releases that have them),
+// which become dependencies; ggml finds GPU backends at run time, so the CUDA one is recommended.
+// Otherwise libDir holds the whisper.cpp and ggml libraries the binary was linked against (a source
+// build, or the bundle of Debian packages from a newer suite with their own libc and loader):
+// the package ships what the binary needs from there in PrivateLibDir/whisper, where the binary's
+// RPATH (and, for the bundle, its PT_INTERP) already points, with ggml's CPU backend modules
+// (libDir/ggml/backends0) when there are any.
+func BackendWhisper(in Inputs, binary, libDir string) (Package, error) {
+	p := Package{
 		Name:     "wsched-backend-whisper",
 		Synopsis: "whisper.cpp backend for the wsched GPU memory placement daemon",
 		Description: "Runs Whisper speech-to-text models with whisper.cpp (libwhisper) for wsched. " +
-			"The daemon starts it as a plugin process inside the memory it leased. Install " +
-			"libggml0-backend-cuda to run the models on NVIDIA GPUs.",
-		Depends:    []string{"wsched (= " + in.Version + ")"},
-		Recommends: []string{"libggml0-backend-cuda"},
+			"The daemon starts it as a plugin process inside the memory it leased.",
+		Depends: []string{"wsched (= " + in.Version + ")"},
 		Files: []File{
 			{Src: binary, Dst: PluginDir + "/wsched-backend-whisper", Mode: 0o755},
 		},
-		Scripts: Scripts{
-			PostInst: filepath.Join(in.Dir, "scripts", "wsched-backend-whisper.postinst"),
-			PostRm:   filepath.Join(in.Dir, "scripts", "wsched-backend-whisper.postrm"),
+		Scripts: backendScripts(in),
+	}
+	if libDir == "" {
+		p.Description += " Install libggml0-backend-cuda to run the models on NVIDIA GPUs."
+		p.Recommends = []string{"libggml0-backend-cuda"}
+		return p, nil
+	}
+	p.Description += " whisper.cpp and ggml are included, in " + PrivateLibDir + "/whisper."
+	dst := PrivateLibDir + "/whisper"
+	p.Files = append(p.Files, lintianOverrides(in, p.Name))
+	roots := []string{binary}
+	modules, _ := filepath.Glob(filepath.Join(libDir, "ggml", "backends0", "*.so"))
+	for _, m := range modules {
+		p.Files = append(p.Files, File{Src: m, Dst: dst + "/ggml/backends0/" + filepath.Base(m), Mode: 0o644, Library: true})
+		roots = append(roots, m)
+	}
+	libs, err := PrivateLibs(libDir, dst, roots...)
+	if err != nil {
+		return Package{}, fmt.Errorf("package wsched-backend-whisper: %w", err)
+	}
+	if !slices.ContainsFunc(libs, func(f File) bool { return strings.HasPrefix(filepath.Base(f.Dst), "libwhisper.so") }) {
+		return Package{}, fmt.Errorf("package wsched-backend-whisper: %s does not link a libwhisper from %s", binary, libDir)
+	}
+	// The bundle's libraries come from Debian packages, whose copyright files travel with them.
+	notices, _ := filepath.Glob(filepath.Join(libDir, "..", "..", "share", "doc", "*", "copyright"))
+	for _, n := range notices {
+		pkg := filepath.Base(filepath.Dir(n))
+		p.Files = append(p.Files, File{Src: n, Dst: "/usr/share/doc/wsched-backend-whisper/bundled/" + pkg + "/copyright", Mode: 0o644})
+	}
+	for i, f := range libs {
+		if hasRunpath(f.Src) {
+			libs[i].Runpath = dst // a source build's libraries name the build machine's prefix
+		}
+	}
+	p.Files = append(p.Files, libs...)
+	return p, nil
+}
+
+// BackendSherpa is the sherpa-onnx backend's package: the binary and the sherpa-onnx and ONNX
+// Runtime libraries of the Go module github.com/k2-fsa/sherpa-onnx-go-linux (libDir), which
+// Debian does not package, in PrivateLibDir/sherpa; the binary's RUNPATH is set to that directory.
+// They need only an old glibc and libstdc++, which become dependencies.
+func BackendSherpa(in Inputs, binary, libDir string) (Package, error) {
+	dst := PrivateLibDir + "/sherpa"
+	libs, err := PrivateLibs(libDir, dst, binary)
+	if err != nil {
+		return Package{}, fmt.Errorf("package wsched-backend-sherpa: %w", err)
+	}
+	if len(libs) == 0 {
+		return Package{}, fmt.Errorf("package wsched-backend-sherpa: %s links no library from %s", binary, libDir)
+	}
+	return Package{
+		Name:     "wsched-backend-sherpa",
+		Synopsis: "sherpa-onnx backend for the wsched GPU memory placement daemon",
+		Description: "Runs SenseVoice and other ONNX speech-to-text models with sherpa-onnx and ONNX " +
+			"Runtime (included, in " + dst + ") for wsched. The daemon starts it as a plugin " +
+			"process inside the memory it leased.",
+		Depends: []string{"wsched (= " + in.Version + ")"},
+		Files: append([]File{
+			{Src: binary, Dst: PluginDir + "/wsched-backend-sherpa", Mode: 0o755, Runpath: dst},
+			lintianOverrides(in, "wsched-backend-sherpa"),
+		}, libs...),
+		Scripts: backendScripts(in),
+	}, nil
+}
+
+// BackendExec is the exec backend's package: it runs an existing speech-to-text HTTP app (a
+// SenseVoice server, say) as a wsched backend, talking to it over loopback.
+func BackendExec(in Inputs, binary string) Package {
+	return Package{
+		Name:     "wsched-backend-exec",
+		Synopsis: "exec backend for the wsched GPU memory placement daemon",
+		Description: "Runs an existing speech-to-text HTTP application as a wsched backend: the " +
+			"daemon starts it inside the GPU memory it leased, on a loopback port it picks " +
+			"(SENSEVOICE_HOST, SENSEVOICE_PORT), and forwards transcription jobs to it.",
+		Depends: []string{"wsched (= " + in.Version + ")"},
+		Files: []File{
+			{Src: binary, Dst: PluginDir + "/wsched-backend-exec", Mode: 0o755},
 		},
+		Scripts: backendScripts(in),
 	}
 }

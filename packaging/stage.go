@@ -12,7 +12,8 @@ import (
 )
 
 // stage returns p with every file that needs work before packaging replaced by a prepared copy in
-// dir: executables stripped of debugging symbols (as Debian's dh_strip does), manual pages gzipped.
+// dir: executables stripped of debugging symbols (as Debian's dh_strip does) and given their
+// packaged RUNPATH, manual pages gzipped.
 // The originals are not touched.
 func stage(ctx context.Context, p Package, dir string) (Package, error) {
 	staged := p
@@ -23,8 +24,17 @@ func stage(ctx context.Context, p Package, dir string) (Package, error) {
 		switch {
 		case f.Gzip:
 			err = gzipFile(f.Src, dst)
+		case f.Library && f.Runpath != "":
+			if err = copyFile(f.Src, dst); err == nil {
+				err = SetRunpath(dst, f.Runpath)
+			}
+		case f.Library:
+			dst = f.Src // shipped as built (Debian's libraries come stripped)
 		case isExecutable(f):
 			err = stripCopy(ctx, f.Src, dst)
+			if err == nil && f.Runpath != "" {
+				err = SetRunpath(dst, f.Runpath)
+			}
 		default:
 			dst = f.Src
 		}

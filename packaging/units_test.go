@@ -18,20 +18,35 @@ func TestServiceHasIssueSettings(t *testing.T) {
 		"User":                    "wsched",
 		"Group":                   "wsched",
 		"RuntimeDirectory":        "wsched",
-		"StateDirectory":          "wsched",
+		"StateDirectory":          "wsched wsched/models",
 		"ConfigurationDirectory":  "wsched",
 		"NoNewPrivileges":         "yes",
 		"ProtectSystem":           "strict",
 		"ProtectHome":             "yes",
 		"PrivateTmp":              "yes",
 		"DevicePolicy":            "closed",
-		"RestrictAddressFamilies": "AF_UNIX",
+		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
+		"IPAddressDeny":           "any",
+		"IPAddressAllow":          "localhost",
+		"ProtectClock":            "yes",
+		"RemoveIPC":               "yes",
+		"SystemCallErrorNumber":   "EPERM",
 		"LockPersonality":         "yes",
 		"MemoryDenyWriteExecute":  "yes",
 	}
 	for key, value := range want {
 		if got := svc.get("Service", key); got != value {
 			t.Errorf("wsched.service %s=%q, want %q", key, got, value)
+		}
+	}
+	if got := svc["Service"]["SystemCallFilter"]; !slices.Equal(got, []string{"@system-service", "~@privileged"}) {
+		t.Errorf("SystemCallFilter= lines %q, want @system-service then ~@privileged", got)
+	}
+	// Settings that break the daemon (see the unit's comments): PrivateUsers= hides the clients' uids,
+	// ProtectProc=/ProcSubset= the clients' processes and /proc/driver/nvidia.
+	for _, key := range []string{"PrivateUsers", "ProtectProc", "ProcSubset", "PrivateDevices"} {
+		if v := svc.get("Service", key); v != "" {
+			t.Errorf("wsched.service sets %s=%s", key, v)
 		}
 	}
 	if svc.get("Service", "WatchdogSec") == "" {
@@ -73,7 +88,7 @@ func TestUnitsAgree(t *testing.T) {
 	if env["WSCHED_SOCKET"] != listen {
 		t.Errorf("WSCHED_SOCKET=%q, socket unit listens on %q", env["WSCHED_SOCKET"], listen)
 	}
-	if want := "/var/lib/" + svc.get("Service", "StateDirectory"); env["WSCHED_STATE_DIR"] != want {
+	if want := "/var/lib/" + svc.words("Service", "StateDirectory")[0]; env["WSCHED_STATE_DIR"] != want {
 		t.Errorf("WSCHED_STATE_DIR=%q, StateDirectory gives %q", env["WSCHED_STATE_DIR"], want)
 	}
 	if !slices.Contains(svc.words("Install", "Also"), "wsched.socket") ||
@@ -86,9 +101,12 @@ func TestUnitsAgree(t *testing.T) {
 	if !slices.Contains(sysusers, wantUser) {
 		t.Errorf("sysusers.d lacks %q", wantUser)
 	}
+	// SupplementaryGroups= must exist: declared here unless Debian's systemd declares them itself
+	// (basic.conf), where a second declaration makes systemd-sysusers warn at every boot (issue 22).
 	for _, g := range svc.words("Service", "SupplementaryGroups") {
-		if !slices.Contains(sysusers, "g "+g+" - -") {
-			t.Errorf("sysusers.d does not create group %s of SupplementaryGroups=", g)
+		declared := slices.Contains(sysusers, "g "+g+" - -")
+		if builtin := slices.Contains(basicConfGroups, g); declared == builtin {
+			t.Errorf("group %s: declared in sysusers.d %v, declared by systemd's basic.conf %v; want exactly one", g, declared, builtin)
 		}
 	}
 	tmpfiles := readLines(t, filepath.Join("tmpfiles.d", "wsched.conf"))
@@ -98,6 +116,10 @@ func TestUnitsAgree(t *testing.T) {
 		t.Errorf("tmpfiles.d lacks %q (same directory, mode and owner as RuntimeDirectory=)", wantDir)
 	}
 }
+
+// basicConfGroups are groups of SupplementaryGroups= that Debian 12's systemd declares in
+// /usr/lib/sysusers.d/basic.conf (render is not: udev's postinst makes it).
+var basicConfGroups = []string{"video"}
 
 // readLines returns the lines of a snippet without comments and blank lines, spaces collapsed.
 func readLines(t *testing.T, name string) []string {

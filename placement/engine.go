@@ -190,20 +190,12 @@ func (e *Engine) Acquire(ctx context.Context, req Request) (Lease, error) {
 	}
 	select {
 	case r := <-reply:
-		if r.err != nil || r.seq == 0 {
-			return r.lease, r.err
-		}
-		// Granted: answered once durable (this goroutine commits it,
-		// with whatever else is queued, unless a commit under way has it).
-		if err := e.st.journal.sync(ctx, r.seq); err != nil {
-			_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
-			return Lease{}, fmt.Errorf("persist lease: %w", err)
-		}
-		return r.lease, nil
+		return e.deliver(ctx, id, r)
 	case <-ctx.Done():
-		_ = e.do(context.Background(), func(s *state) { s.withdraw(id) })
+		e.takeBack(id)
 		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, ctx.Err())
 	case <-e.loop.Stopped():
+		e.takeBack(id)
 		return Lease{}, ErrStopped
 	}
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,13 +42,16 @@ type journal struct {
 
 	mu         sync.Mutex
 	queue      []journalEntry
-	queued     uint64        // sequence number of the last change queued
-	durable    uint64        // every change up to this one has been committed (or failed)
-	failed     []failedSpan  // the latest failed commits, oldest first
-	committing chan struct{} // closed when the commit under way ends; nil when none is
-	linger     *time.Timer   // commits what nobody waits for; nil when not armed
-	commits    atomic.Uint64 // Apply calls with at least one change
-	changes    atomic.Uint64 // changes in them
+	queued     uint64         // sequence number of the last change queued
+	durable    uint64         // every change up to this one has been committed (or failed)
+	failed     []failedSpan   // the latest failed commits, oldest first
+	committing chan struct{}  // closed when the commit under way ends; nil when none is
+	linger     *time.Timer    // commits what nobody waits for; nil when not armed
+	redo       []journalEntry // deletions to retry (requeue)
+	retry      *time.Timer    // commits redo; nil when not armed
+	retryWait  time.Duration  // the retry timer's current pause
+	commits    atomic.Uint64  // Apply calls with at least one change
+	changes    atomic.Uint64  // changes in them
 }
 
 // failedSpan is a commit that failed: the changes from..to and its error.
@@ -166,11 +170,12 @@ func (j *journal) sync(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// commitLocked commits everything queued in one Apply, with j.mu released
-// while the store works; callers hold j.mu and see no commit under way.
+// commitLocked commits everything queued (and the deletions to retry) in
+// one Apply, with j.mu released while the store works; callers hold j.mu
+// and see no commit under way.
 func (j *journal) commitLocked() {
-	batch, from, to := j.queue, j.durable+1, j.queued
-	j.queue = nil
+	redo, batch, from, to := j.redo, j.queue, j.durable+1, j.queued
+	j.redo, j.queue = nil, nil
 	done := make(chan struct{})
 	j.committing = done
 	if j.linger != nil && len(batch) > 0 {
@@ -178,48 +183,187 @@ func (j *journal) commitLocked() {
 		j.linger = nil
 	}
 	j.mu.Unlock()
-	err := j.applyBatch(batch)
+	errs := j.applyBatch(append(redo, batch...))
 	j.mu.Lock()
 	j.durable, j.committing = to, nil
-	if err != nil {
-		j.failed = append(j.failed, failedSpan{from: from, to: to, err: err})
-		if len(j.failed) > keepFailed {
-			j.failed = j.failed[1:]
+	var retry []journalEntry
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		e := append(redo, batch...)[i]
+		if e.change.Delete != "" {
+			retry = append(retry, journalEntry{change: e.change})
+		}
+		if i < len(redo) {
+			continue // nobody waits for a retried deletion
+		}
+		seq := from + uint64(i-len(redo))
+		if n := len(j.failed); n > 0 && j.failed[n-1].to == seq-1 && j.failed[n-1].err == err {
+			j.failed[n-1].to = seq
+		} else {
+			j.failed = append(j.failed, failedSpan{from: seq, to: seq, err: err})
 		}
 	}
+	if len(j.failed) > keepFailed {
+		j.failed = j.failed[len(j.failed)-keepFailed:]
+	}
+	j.requeue(retry)
 	close(done)
 }
 
-// applyBatch applies a batch's changes and tells each entry the outcome.
-func (j *journal) applyBatch(batch []journalEntry) error {
+// Deletions that could not be written (a full disk, an I/O error) are
+// retried until they are: the lease is gone from the engine, and its record
+// must not bring it back at the next start. They are kept apart from the
+// numbered queue (nobody waits for them) and committed with the next
+// commit or by the retry timer, which waits retryFirst, doubled up to
+// retryMax.
+const (
+	retryFirst = 10 * time.Millisecond
+	retryMax   = time.Second
+)
+
+// requeue keeps failed deletions for the next commit and arms the retry
+// timer; callers hold j.mu.
+func (j *journal) requeue(es []journalEntry) {
+	if len(es) == 0 {
+		j.retryWait = 0
+		return
+	}
+	j.redo = append(j.redo, es...)
+	j.retryWait = min(max(2*j.retryWait, retryFirst), retryMax)
+	if j.retry == nil {
+		j.retry = time.AfterFunc(j.retryWait, j.flushRedo)
+	}
+}
+
+// flushRedo commits the deletions kept for a retry (and whatever is
+// queued), unless a commit under way takes them.
+func (j *journal) flushRedo() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.retry = nil
+	switch {
+	case j.committing == nil && (len(j.redo) > 0 || j.durable < j.queued):
+		j.commitLocked()
+	case j.committing != nil && len(j.redo) > 0: // the commit under way does not have them
+		j.retry = time.AfterFunc(retryFirst, j.flushRedo)
+	}
+}
+
+// applyBatch applies a batch's changes, tells each entry the outcome and
+// returns each entry's error. When a batch with grants fails, its
+// deletions are tried again alone: they need no new space (the store keeps
+// room for them), and a grant that cannot be written must not keep a
+// release from being written.
+func (j *journal) applyBatch(batch []journalEntry) []error {
 	changes := make([]Change, 0, len(batch))
+	var dels []Change
 	for _, e := range batch {
 		if e.change.Put != nil || e.change.Delete != "" {
 			changes = append(changes, e.change)
 		}
+		if e.change.Delete != "" {
+			dels = append(dels, e.change)
+		}
 	}
-	var err error
+	var err, delErr error
 	if len(changes) > 0 {
 		err = j.apply(changes)
 		j.commits.Add(1)
 		j.changes.Add(uint64(len(changes)))
-	}
-	for _, e := range batch {
-		if e.done != nil {
-			e.done(err)
+		delErr = err
+		if err != nil && len(dels) > 0 && len(dels) < len(changes) {
+			delErr = j.apply(dels)
 		}
+	}
+	errs := make([]error, len(batch))
+	for i, e := range batch {
+		errs[i] = err
+		if e.change.Delete != "" {
+			errs[i] = delErr
+		}
+		if e.done != nil {
+			e.done(errs[i])
+		}
+	}
+	return errs
+}
+
+// close commits what is queued, retrying deletions that fail for up to
+// closeRetry, and stops the timers.
+func (j *journal) close() error {
+	deadline := time.Now().Add(closeRetry)
+	err := j.sync(context.Background(), 0)
+	for {
+		j.mu.Lock()
+		left := len(j.redo)
+		j.mu.Unlock()
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(retryFirst)
+		j.flushRedo()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, t := range []**time.Timer{&j.linger, &j.retry} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
+	if n := len(j.redo); n > 0 {
+		return fmt.Errorf("%d lease deletions could not be written: %w", n, err)
 	}
 	return err
 }
 
-// close commits what is queued and stops the linger timer.
-func (j *journal) close() error {
-	err := j.sync(context.Background(), 0)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.linger != nil {
-		j.linger.Stop()
-		j.linger = nil
+// closeRetry bounds how long a stopping engine retries deletions.
+const closeRetry = 3 * time.Second
+
+// deliver answers a grant once it is durable: this goroutine commits it,
+// with whatever else is queued, unless a commit under way has it. The wait
+// does not end with ctx (a commit, once started, runs to its end): a
+// caller told that its grant failed must not leave the lease behind. A
+// grant whose commit failed, or whose caller went away meanwhile, is taken
+// back, durably, before the error is returned.
+func (e *Engine) deliver(ctx context.Context, id string, r result) (Lease, error) {
+	if r.err != nil || r.seq == 0 {
+		return r.lease, r.err
 	}
-	return err
+	if err := e.st.journal.sync(context.WithoutCancel(ctx), r.seq); err != nil {
+		e.takeBack(id)
+		return Lease{}, fmt.Errorf("persist lease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		e.takeBack(id)
+		return Lease{}, fmt.Errorf("%w: %w", ErrCancelled, err)
+	}
+	return r.lease, nil
+}
+
+// takeBack withdraws request id (a waiter, or a grant its caller will not
+// get) and makes the deletion durable before returning. When the owner
+// loop has stopped, the deletion goes to the journal directly: a grant the
+// loop made before it stopped may have been committed.
+func (e *Engine) takeBack(id string) {
+	j := e.st.journal
+	if err := e.do(context.Background(), func(s *state) { s.withdraw(id) }); err != nil && j != nil {
+		j.mu.Lock()
+		j.redo = append(j.redo, journalEntry{change: Change{Delete: id}})
+		j.mu.Unlock()
+		for deadline := time.Now().Add(closeRetry); ; time.Sleep(retryFirst) { // until written, or the store gives up
+			j.flushRedo()
+			j.mu.Lock()
+			left := len(j.redo) > 0 || j.committing != nil
+			j.mu.Unlock()
+			if !left || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	if j != nil {
+		_ = j.sync(context.Background(), 0)
+	}
 }

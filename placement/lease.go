@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -69,12 +70,16 @@ type Lease struct {
 	Holder   Holder      `json:"holder"`
 	// PIDs are further processes whose GPU memory counts against the lease
 	// (backend subprocesses the daemon started for the holder).
-	PIDs    []int         `json:"pids,omitempty"`
-	TTL     time.Duration `json:"ttl"`
-	Created time.Time     `json:"created"`
-	Granted time.Time     `json:"granted,omitzero"`
-	Expires time.Time     `json:"expires,omitzero"`
-	Ended   time.Time     `json:"ended,omitzero"`
+	PIDs []int `json:"pids,omitempty"`
+	// PIDStarts are the start times (clock ticks since boot, as
+	// Holder.StartTicks) of PIDs when they were added, where known: a
+	// restart counts a PID only if it is still that process.
+	PIDStarts map[int]uint64 `json:"pid_start_ticks,omitempty"`
+	TTL       time.Duration  `json:"ttl"`
+	Created   time.Time      `json:"created"`
+	Granted   time.Time      `json:"granted,omitzero"`
+	Expires   time.Time      `json:"expires,omitzero"`
+	Ended     time.Time      `json:"ended,omitzero"`
 	// Reason says why a lease ended or a request was rejected.
 	Reason string `json:"reason,omitempty"`
 	// UsedBytes is what NVML last measured for the lease's processes, and
@@ -109,6 +114,9 @@ func (l *Lease) pids() []int { return append([]int{l.Holder.PID}, l.PIDs...) }
 func (l *Lease) clone() Lease {
 	c := *l
 	c.PIDs = append([]int(nil), l.PIDs...)
+	if l.PIDStarts != nil {
+		c.PIDStarts = maps.Clone(l.PIDStarts)
+	}
 	if l.EstimateKey != nil {
 		k := *l.EstimateKey
 		c.EstimateKey = &k

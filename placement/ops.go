@@ -19,6 +19,7 @@ func (s *state) release(id, reason string) (Lease, error) {
 	}
 	if l, ok := s.leases[id]; ok {
 		s.end(l, StateReleased, reason)
+		s.opSeq = s.jseq // answered once its deletion is durable (Engine.call): a release never comes back
 		s.dispatch()
 		return l.clone(), nil
 	}
@@ -149,7 +150,11 @@ func (s *state) get(id string) (Lease, error) {
 	return Lease{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
-func (s *state) addPID(id string, pid int) (Lease, error) {
+func (s *state) addPID(id string, pid int) (Lease, error) { return s.addProcess(id, pid, 0) }
+
+// addProcess adds pid to lease id, with its start time when known (0: not),
+// stored so that a restart does not count a reused PID against the lease.
+func (s *state) addProcess(id string, pid int, startTicks uint64) (Lease, error) {
 	l, err := s.active(id)
 	if err != nil {
 		return Lease{}, err
@@ -158,14 +163,28 @@ func (s *state) addPID(id string, pid int) (Lease, error) {
 		return Lease{}, fmt.Errorf("%w: pid must be above 0", ErrInvalid)
 	}
 	if !slices.Contains(l.pids(), pid) {
-		s.change(l, func() { l.PIDs = append(l.PIDs, pid) })
+		s.change(l, func() {
+			l.PIDs = append(l.PIDs, pid)
+			if startTicks != 0 {
+				if l.PIDStarts == nil {
+					l.PIDStarts = map[int]uint64{}
+				}
+				l.PIDStarts[pid] = startTicks
+			}
+		})
 		s.persistAsync(l, func(s *state) { // the commit failed: the PID was not added
 			if cur, ok := s.leases[l.ID]; ok && cur == l && slices.Contains(l.PIDs, pid) {
-				s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
+				s.change(l, func() { dropPID(l, pid) })
 			}
 		})
 	}
 	return l.clone(), nil
+}
+
+// dropPID removes pid (and its start time) from l's PIDs.
+func dropPID(l *Lease, pid int) {
+	l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid })
+	delete(l.PIDStarts, pid)
 }
 
 func (s *state) removePID(id string, pid int) (Lease, error) {
@@ -173,7 +192,7 @@ func (s *state) removePID(id string, pid int) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
+	s.change(l, func() { dropPID(l, pid) })
 	s.stale = true
 	s.persistAsync(l, nil) // kept in memory even if the commit fails: the PID exited
 	return l.clone(), nil
@@ -193,7 +212,7 @@ func (s *state) holderExited(pid int) []Lease {
 			s.end(l, StateReleased, fmt.Sprintf("holder (pid %d) exited", pid))
 			out = append(out, l.clone())
 		} else if slices.Contains(l.PIDs, pid) {
-			s.change(l, func() { l.PIDs = slices.DeleteFunc(l.PIDs, func(p int) bool { return p == pid }) })
+			s.change(l, func() { dropPID(l, pid) })
 			s.stale = true
 		}
 	}

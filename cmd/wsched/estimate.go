@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,13 +17,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/modelid"
 	"github.com/wsched/wsched/internal/units"
-	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/placement/inventory"
 )
 
 // estimateFlags are the options of `wsched estimate`.
@@ -46,6 +45,12 @@ type estimateView struct {
 	*estimator.Result
 	ModelFile *modelFile     `json:"model_file,omitempty"`
 	Largest   []largestModel `json:"largest_model,omitempty"`
+	// GPUSource says whose view of the GPUs the fit lines use: the
+	// daemon's (leases and held memory counted) or a local reading.
+	GPUSource string `json:"gpu_source"`
+	// Placement is where the daemon would place a lease of the
+	// recommended size now (absent without a daemon).
+	Placement *api.PlacementPreview `json:"placement,omitempty"`
 }
 
 // modelFile describes a --model PATH.
@@ -139,10 +144,20 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 	if cmd.Flags().Changed("gpu") {
 		only = f.gpu
 	}
-	if req.GPUs, req.Driver, err = a.estimateGPUs(ctx, cfg, only); err != nil {
+	var view estimateView
+	var daemon *client.Client
+	if !f.noDaemon {
+		daemon = client.New(cfg.Daemon.Socket)
+		defer daemon.Close()
+	}
+	read, err := a.estimateGPUs(ctx, cfg, only, daemon)
+	if err != nil {
 		return err
 	}
-	var view estimateView
+	req.GPUs, req.Driver, view.GPUSource = read.gpus, read.driver, read.source
+	if !read.daemon {
+		daemon = nil // no placement preview
+	}
 	var store estimator.Store
 	learning := "learning: --no-daemon: measured peaks not consulted, the formula applies"
 	if !f.noDaemon {
@@ -161,6 +176,7 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 		res.Explain = append(res.Explain, cliExplain(res, view.ModelFile, learning)...)
 		view.Result = &res
 		req.Precision = res.Precision // the largest model in the same format
+		view.Placement = daemonPlacement(ctx, daemon, res.RecommendedBytes, only)
 	}
 	if f.fits != "" {
 		if view.Largest, err = largestModels(est, req, f.fits); err != nil {
@@ -372,55 +388,6 @@ func (a *app) hashCacheDir() string {
 	return ""
 }
 
-// estimateGPUs reads the local GPUs and the memory available on each by the
-// accounting formula (no leases: the CLI does not ask the daemon), and the
-// driver version. only >= 0 keeps one GPU. Without --gpu a failing
-// inventory only costs the GPU columns.
-func (a *app) estimateGPUs(ctx context.Context, cfg *config.Config, only int) ([]estimator.GPUFree, string, error) {
-	log := a.logger(cfg)
-	gpus, driver, err := readGPUs(ctx, cfg, log)
-	if err != nil {
-		if only < 0 {
-			log.Warn("estimating without GPUs", "err", err)
-			return []estimator.GPUFree{}, "", nil
-		}
-		return nil, "", err
-	}
-	if only < 0 {
-		return gpus, driver, nil
-	}
-	var indices []string
-	for _, g := range gpus {
-		if g.Index == only {
-			return []estimator.GPUFree{g}, driver, nil
-		}
-		indices = append(indices, fmt.Sprint(g.Index))
-	}
-	return nil, "", fmt.Errorf("estimate: --gpu %d: no such GPU (GPUs: %s)", only, orNone(strings.Join(indices, ", ")))
-}
-
-func readGPUs(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]estimator.GPUFree, string, error) {
-	p, _, err := inventory.Open(cfg.Inventory, log)
-	if err != nil {
-		return nil, "", err
-	}
-	defer p.Close()
-	snap, err := p.Snapshot(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("read GPUs: %w", err)
-	}
-	gpus := []estimator.GPUFree{}
-	for _, g := range snap.GPUs {
-		acc := placement.Accounting(g, cfg.Placement, nil)
-		free := estimator.GPUFree{Index: g.Index, Name: g.Name, AvailableBytes: acc.AvailableOrZero()}
-		if !acc.Placeable {
-			free.AvailableBytes = 0
-		}
-		gpus = append(gpus, free)
-	}
-	return gpus, snap.Driver, nil
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -485,6 +452,8 @@ func writeEstimate(w io.Writer, v estimateView, req estimator.Request, explain b
 		if len(v.GPUs) == 0 {
 			fmt.Fprintln(w, "gpus: none found; sufficient/copies need a GPU reading")
 		}
+		fmt.Fprintln(w, v.GPUSource)
+		writePlacement(w, v.Placement)
 	}
 	if len(v.Largest) == 0 {
 		return nil

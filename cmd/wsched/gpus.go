@@ -19,7 +19,12 @@ import (
 
 // gpusView is what `wsched gpus` shows, and its --json output.
 type gpusView struct {
-	Taken          time.Time      `json:"taken"`
+	Taken time.Time `json:"taken"`
+	// Source is "daemon" (the daemon's view: leases and the memory held
+	// for waiting requests counted) or "local" (a reading of its own).
+	Source string `json:"source"`
+	// Note says where the view comes from, for people.
+	Note           string         `json:"note"`
 	Provider       string         `json:"provider"`
 	Driver         string         `json:"driver,omitempty"`
 	Policy         string         `json:"policy"`
@@ -36,6 +41,16 @@ type gpuView struct {
 	// process's usage is unknown.
 	DriverBytes int64             `json:"driver_bytes"`
 	Accounting  placement.Account `json:"accounting"`
+	// Leases is the number of leases granted on the GPU and HeldBytes the
+	// memory held there for waiting requests (the daemon's view only).
+	Leases    int   `json:"leases"`
+	HeldBytes int64 `json:"held_bytes"`
+}
+
+// availableNow is what a new request can get on g: available memory less
+// the memory held for waiting requests.
+func (g gpuView) availableNow() int64 {
+	return max(0, g.Accounting.AvailableOrZero()-g.HeldBytes)
 }
 
 // driverBytes is g's memory used by no process, or 0 when a process's
@@ -65,29 +80,35 @@ type recommendation struct {
 }
 
 func newGPUsCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, noDaemon bool
 	var watch time.Duration
 	cmd := &cobra.Command{
 		Use:   "gpus",
 		Short: "Show GPUs, their memory and processes, and the GPU wsched would pick",
-		Long: `Read the GPUs directly (no daemon needed): memory, utilization, temperature and
-compute processes per GPU, the available memory by wsched's accounting formula,
-and a recommendation for the configured policy with the SENSEVOICE_DEVICE line
-to export. The provider comes from the config ([inventory] provider), so
---config testdata/sim-8x4090.toml shows a simulated 8-GPU machine.`,
+		Long: `Show memory, utilization, temperature and compute processes per GPU, the
+available memory by wsched's accounting formula, and the GPU a new lease would
+get, with the SENSEVOICE_DEVICE line to export. When a daemon answers, this is
+its view: its inventory and provider, the leases on each GPU and the memory
+held for waiting requests, and the GPU it would place on. Otherwise (or with
+--no-daemon) the GPUs are read directly and the view says it is local: the
+provider comes from the config ([inventory] provider), so --config
+testdata/sim-8x4090.toml shows a simulated 8-GPU machine. Inside a lease
+(WSCHED_LEASE_ID set) the lease's SENSEVOICE_DEVICE=cuda:0 names the leased GPU.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
-			log := a.logger(cfg)
-			p, _, err := inventory.Open(cfg.Inventory, log)
+			pin, err := device.PinFromEnv(a.lookupEnv)
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			show := func(ctx context.Context) error { return a.showGPUs(ctx, cfg, p, asJSON) }
+			cfg.Device, cfg.DeviceVar = pin.Spec, pin.Var
+			log := a.logger(cfg)
+			local := &localGPUs{cfg: cfg, log: log}
+			defer local.close()
+			show := func(ctx context.Context) error { return a.showGPUs(ctx, cfg, pin, local, noDaemon, asJSON) }
 			if watch > 0 {
 				return a.watchGPUs(cmd.Context(), watch, show, log)
 			}
@@ -95,17 +116,17 @@ to export. The provider comes from the config ([inventory] provider), so
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&noDaemon, "no-daemon", false, "read the GPUs directly, without asking a running daemon (no leases counted)")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every interval until interrupted (--watch means 2s)")
 	cmd.Flags().Lookup("watch").NoOptDefVal = "2s"
 	return cmd
 }
 
-func (a *app) showGPUs(ctx context.Context, cfg *config.Config, p inventory.Provider, asJSON bool) error {
-	snap, err := p.Snapshot(ctx)
+func (a *app) showGPUs(ctx context.Context, cfg *config.Config, pin device.Pin, local *localGPUs, noDaemon, asJSON bool) error {
+	v, err := a.gpusNow(ctx, cfg, pin, local, noDaemon)
 	if err != nil {
-		return fmt.Errorf("read GPUs: %w", err)
+		return err
 	}
-	v := buildGPUsView(cfg, snap)
 	if asJSON {
 		enc := json.NewEncoder(a.out)
 		enc.SetIndent("", "  ")
@@ -230,7 +251,8 @@ func renderGPUs(w io.Writer, v gpusView, color bool) error {
 	if v.Driver != "" {
 		fmt.Fprintf(w, ", driver %s", v.Driver)
 	}
-	fmt.Fprintf(w, ", read %s\n\n", v.Taken.Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(w, ", read %s\n", v.Taken.Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(w, "%s\n\n", v.Note)
 	if len(v.GPUs) > 0 {
 		t := &table{
 			header: []string{"", "GPU", "NAME", "TOTAL", "USED", "FREE", "AVAILABLE", "USE%", "TEMP", "UTIL", "PROCS"},
@@ -267,7 +289,7 @@ func gpuRow(g gpuView, color bool) []string {
 	return []string{
 		marker(g.UsedPct(), g.IsHealthy(), color), fmt.Sprint(g.Index), g.Name,
 		units.FormatBytes(g.TotalBytes), units.FormatBytes(g.UsedBytes), units.FormatBytes(g.FreeBytes),
-		units.FormatBytes(g.Accounting.AvailableOrZero()), fmt.Sprintf("%.1f%%", g.UsedPct()),
+		units.FormatBytes(g.availableNow()), fmt.Sprintf("%.1f%%", g.UsedPct()),
 		opt(g.TemperatureC, "°C"), opt(g.UtilizationPct, "%"), fmt.Sprint(len(g.Processes)),
 	}
 }
@@ -287,6 +309,13 @@ func gpuNotes(g gpuView) []string {
 			name = "?"
 		}
 		notes = append(notes, fmt.Sprintf("└ PID %-8d %-16s %10s", p.PID, name, used))
+	}
+	if g.Leases > 0 || g.HeldBytes > 0 {
+		line := fmt.Sprintf("└ %d lease(s), %s leased", g.Leases, units.FormatBytes(g.Accounting.LeasedBytes))
+		if g.HeldBytes > 0 {
+			line += fmt.Sprintf("; %s held for waiting requests", units.FormatBytes(g.HeldBytes))
+		}
+		notes = append(notes, line)
 	}
 	if !g.Accounting.Placeable {
 		notes = append(notes, "! "+g.Accounting.Reason)

@@ -55,7 +55,10 @@ func newTranscribeCmd(a *app) *cobra.Command {
 		Short: "Transcribe audio files through the daemon's job queue",
 		Long: `Submit one job per file (they queue by priority for GPU memory), follow them with a
 progress bar per file on a terminal (plain lines otherwise), and write each result:
-to --output DIR as NAME.EXT, or to stdout for a single file without --output. Each
+to --output DIR as NAME.EXT, or to stdout for a single file without --output. NAME
+is the file's name without its extension; files that share it keep their whole
+name (jfk.wav and jfk.mp3 → jfk.wav.srt and jfk.mp3.srt), and two files of the
+same name (a/jfk.wav, b/jfk.wav) are refused before anything is submitted. Each
 file is opened here and its descriptor passed to the daemon over the Unix socket
 (SCM_RIGHTS), so the daemon reads exactly what you may read; --upload streams it.`,
 		Args: cobra.MinimumNArgs(1),
@@ -67,6 +70,9 @@ file is opened here and its descriptor passed to the daemon over the Unix socket
 				return fmt.Errorf("%d files need --output DIR", len(files))
 			}
 			setVAD()
+			if _, err := outputPaths(files, f.output, cliFormats[f.format].ext); err != nil {
+				return err
+			}
 			return a.transcribe(cmd.Context(), files, f)
 		},
 	}
@@ -85,8 +91,42 @@ file is opened here and its descriptor passed to the daemon over the Unix socket
 // fileJob is one file's job as transcribe follows it.
 type fileJob struct {
 	file string
+	out  string // where its result goes; "" for stdout
 	job  api.Job
 	line string
+}
+
+// outputPaths names each file's result in dir (none without dir): NAME.EXT
+// with NAME the file's name less its extension, or the whole file name
+// where files share that stem. Files of the same name are an error: one
+// result would overwrite the other.
+func outputPaths(files []string, dir, ext string) ([]string, error) {
+	if dir == "" {
+		return make([]string, len(files)), nil
+	}
+	stem := func(f string) string { return strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)) }
+	stems, names := map[string]int{}, map[string]string{}
+	for _, f := range files {
+		stems[stem(f)]++
+		if prev, dup := names[filepath.Base(f)]; dup {
+			return nil, fmt.Errorf("%s and %s would both write %s: transcribe them into different --output directories",
+				prev, f, filepath.Join(dir, filepath.Base(f)+ext))
+		}
+		names[filepath.Base(f)] = f
+	}
+	out, by := make([]string, len(files)), map[string]string{}
+	for i, f := range files {
+		name := stem(f)
+		if stems[name] > 1 {
+			name = filepath.Base(f)
+		}
+		out[i] = filepath.Join(dir, name+ext)
+		if prev, dup := by[out[i]]; dup { // jfk.wav, jfk.mp3 and jfk.wav.flac
+			return nil, fmt.Errorf("%s and %s would both write %s: transcribe them into different --output directories", prev, f, out[i])
+		}
+		by[out[i]] = f
+	}
+	return out, nil
 }
 
 func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags) error {
@@ -100,18 +140,22 @@ func (a *app) transcribe(ctx context.Context, files []string, f transcribeFlags)
 			return err
 		}
 	}
+	outs, err := outputPaths(files, f.output, cliFormats[f.format].ext)
+	if err != nil {
+		return err
+	}
 	var fjs []*fileJob
-	for _, file := range files {
+	for i, file := range files {
 		j, err := submitFile(ctx, c, file, f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
-		fjs = append(fjs, &fileJob{file: file, job: j})
+		fjs = append(fjs, &fileJob{file: file, out: outs[i], job: j})
 	}
 	view := newJobsProgress(a.err, isTerminal(a.err), fjs)
 	failed := 0
 	for _, fj := range fjs {
-		done, err := followJob(ctx, c, fj.job.ID, func(ev api.JobEvent) { view.update(fj, ev) })
+		done, err := followJob(ctx, c, fj.job.ID, func(ev api.JobEvent) { view.update(fj, ev) }, a.err)
 		if err != nil {
 			return fmt.Errorf("%s: %w", fj.file, err)
 		}
@@ -139,27 +183,56 @@ func submitFile(ctx context.Context, c *client.Client, file string, f transcribe
 	return c.UploadJob(ctx, file, req)
 }
 
-// followJob streams a job's events until it finishes and returns it.
-func followJob(ctx context.Context, c *client.Client, id string, on func(api.JobEvent)) (api.Job, error) {
-	err := c.JobEvents(ctx, id, func(ev api.JobEvent) error { on(ev); return nil })
-	if err != nil && ctx.Err() == nil {
-		return api.Job{}, err
+// followJob streams a job's events until it finishes and returns it. When
+// the daemon goes away (a restart, a crash: the job is kept and runs on) it
+// re-attaches to the job by its ID once the daemon answers again (polled
+// with backoff for up to reattachWithin), saying so once each way.
+func followJob(ctx context.Context, c *client.Client, id string, on func(api.JobEvent), log io.Writer) (api.Job, error) {
+	lost := false
+	for {
+		err := c.JobEvents(ctx, id, func(ev api.JobEvent) error { on(ev); return nil })
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _ = c.CancelJob(cctx, id)
+			return api.Job{}, ctx.Err()
+		}
+		j, jerr := c.Job(ctx, id)
+		switch {
+		case jerr == nil && j.State.Finished():
+			return j, nil
+		case jerr == nil && err != nil && !restarting(err):
+			return api.Job{}, err
+		case jerr != nil && !restarting(jerr):
+			return api.Job{}, jerr
+		case jerr != nil:
+			if !lost {
+				fmt.Fprintf(log, "wsched: lost the daemon while following job %s (%v); re-attaching once it is back\n", id, jerr)
+				lost = true
+			}
+			if werr := waitDaemon(ctx, c, time.Now().Add(reattachWithin)); werr != nil {
+				return api.Job{}, fmt.Errorf("job %s: %w; it may still run: `wsched job %s`", id, werr, id)
+			}
+			fmt.Fprintf(log, "wsched: the daemon is back; re-attached to job %s\n", id)
+			lost = false
+			continue
+		}
+		select { // the stream ended early (the daemon is stopping): follow again
+		case <-ctx.Done():
+		case <-time.After(backoffFirst):
+		}
 	}
-	if ctx.Err() != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = c.CancelJob(cctx, id)
-		return api.Job{}, ctx.Err()
-	}
-	return c.Job(ctx, id)
 }
 
-// writeResult writes a completed job's result to the output directory or
-// stdout; a failed job's reason goes to stderr.
+// reattachWithin bounds how long transcribe waits for a daemon that went
+// away while it followed a job.
+const reattachWithin = 2 * time.Minute
+
+// writeResult writes a completed job's result to its output file or
+// stdout; a failed job's reason is its progress line's (jobsProgress.finish).
 func (a *app) writeResult(fj *fileJob, f transcribeFlags) error {
 	j := fj.job
 	if j.State != api.JobCompleted || j.Result == nil {
-		fmt.Fprintf(a.err, "%s: %s: %s\n", fj.file, j.State, j.Error)
 		return nil
 	}
 	_, body, err := transcript.Render(cliFormats[f.format].format, *j.Result)
@@ -170,12 +243,10 @@ func (a *app) writeResult(fj *fileJob, f transcribeFlags) error {
 		_, err = a.out.Write(body)
 		return err
 	}
-	base := strings.TrimSuffix(filepath.Base(fj.file), filepath.Ext(fj.file))
-	out := filepath.Join(f.output, base+cliFormats[f.format].ext)
-	if err := os.WriteFile(out, body, 0o644); err != nil {
+	if err := os.WriteFile(fj.out, body, 0o644); err != nil {
 		return err
 	}
-	fj.line = "→ " + out
+	fj.line = "→ " + fj.out
 	return nil
 }
 
@@ -370,8 +441,12 @@ func renderJob(w io.Writer, j api.Job) error {
 func newCancelCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Cancel a queued or running job",
-		Args:  cobra.ExactArgs(1),
+		Short: "Cancel a queued or running job, or delete a finished one",
+		Long: `Cancel a queued or running job: it stops, and stays listed as cancelled until the
+daemon's [jobs] result_ttl. A finished job (completed, failed or cancelled) is
+deleted with its result instead, which frees its place under [limits]
+stored_jobs and [jobs] max_jobs; so cancel twice to remove a running job.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, _, err := a.client()
 			if err != nil {
@@ -379,6 +454,10 @@ func newCancelCmd(a *app) *cobra.Command {
 			}
 			j, err := c.CancelJob(cmd.Context(), args[0])
 			if err != nil {
+				return err
+			}
+			if j.Deleted {
+				_, err = fmt.Fprintf(a.out, "%s deleted (it was %s)\n", j.ID, j.State)
 				return err
 			}
 			_, err = fmt.Fprintf(a.out, "%s %s\n", j.ID, j.State)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -171,10 +173,14 @@ func (k *keeper) release(ctx context.Context) (api.Lease, error) {
 }
 
 // acquireSurviving asks for req and, while it waits in the queue, rides out
-// a daemon restart: a request the stopping daemon turns away (shutting
-// down, cancelled, connection lost) is asked again, with the same priority,
-// once the daemon answers, for what is left of its wait. It says so once.
-// A daemon that does not answer at the start fails as before (or falls back).
+// a daemon restart or crash: a request the stopping daemon turns away
+// (shutting down, cancelled) or whose connection breaks (the daemon was
+// killed) is asked again, with the same priority and idempotency key, once
+// the daemon answers (polled with backoff), for what is left of its wait.
+// The key makes a retried grant the same lease: a grant the daemon made and
+// recorded before it died is answered again, not granted twice. It says so
+// once. A daemon that does not answer at the start fails as before (or
+// falls back).
 func acquireSurviving(ctx context.Context, c *client.Client, req api.LeaseRequest, log io.Writer) (api.Lease, error) {
 	if req.WaitSeconds <= 0 {
 		return c.Acquire(ctx, req)
@@ -182,8 +188,11 @@ func acquireSurviving(ctx context.Context, c *client.Client, req api.LeaseReques
 	if err := c.Health(ctx); errors.Is(err, client.ErrUnreachable) {
 		return api.Lease{}, err
 	}
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = newIdempotencyKey()
+	}
 	deadline := time.Now().Add(time.Duration(req.WaitSeconds * float64(time.Second)))
-	said := false
+	said, pause := false, backoffFirst/2
 	for {
 		l, err := c.Acquire(ctx, req)
 		if err == nil || ctx.Err() != nil || !restarting(err) || !time.Now().Before(deadline) {
@@ -197,18 +206,54 @@ func acquireSurviving(ctx context.Context, c *client.Client, req api.LeaseReques
 		if err := waitDaemon(ctx, c, deadline); err != nil {
 			return api.Lease{}, err
 		}
+		if client.IsCode(err, "idempotency_in_progress") { // the first attempt is being withdrawn
+			pause = min(2*pause, backoffMax)
+			select {
+			case <-ctx.Done():
+				return api.Lease{}, ctx.Err()
+			case <-time.After(pause):
+			}
+		}
 		req.WaitSeconds = time.Until(deadline).Seconds()
 	}
 }
 
-// restarting reports whether err is how a stopping daemon ends a waiting
-// request.
-func restarting(err error) bool {
-	return errors.Is(err, client.ErrUnreachable) || client.IsCode(err, "shutting_down") || client.IsCode(err, "cancelled")
+// newIdempotencyKey is a random key for one lease request and its retries.
+func newIdempotencyKey() string {
+	return "cli-" + rand.Text()
 }
 
-// waitDaemon polls until the daemon answers, or the deadline passes.
+// restarting reports whether err is how a stopping or crashed daemon ends
+// a waiting request (or a retry meets the first attempt still undecided).
+func restarting(err error) bool {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Code == "shutting_down" || ae.Code == "cancelled" || ae.Code == "idempotency_in_progress"
+	}
+	return errors.Is(err, client.ErrUnreachable) || connectionLost(err)
+}
+
+// connectionLost reports whether err is a connection the daemon dropped
+// (killed) before answering.
+func connectionLost(err error) bool {
+	for _, e := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNREFUSED, syscall.ENOENT} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Backoff of the polls for a daemon that went away.
+const (
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 2 * time.Second
+)
+
+// waitDaemon polls with backoff until the daemon answers, or the deadline
+// passes.
 func waitDaemon(ctx context.Context, c *client.Client, deadline time.Time) error {
+	pause := backoffFirst
 	for {
 		err := c.Health(ctx)
 		if err == nil {
@@ -220,8 +265,9 @@ func waitDaemon(ctx context.Context, c *client.Client, deadline time.Time) error
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(min(pause, time.Until(deadline))):
 		}
+		pause = min(2*pause, backoffMax)
 	}
 }
 

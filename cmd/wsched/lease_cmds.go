@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/internal/units"
 )
 
@@ -73,7 +74,9 @@ wsched keeps and renews the lease until interrupted, then releases it.`,
 				return err
 			}
 			if req.Device == "" {
-				req.Device = a.getenvDevice()
+				if req.Device, err = a.envDevice(); err != nil {
+					return err
+				}
 			}
 			l, err := acquireSurviving(cmd.Context(), c, req, a.err)
 			if err != nil {
@@ -104,6 +107,24 @@ func (a *app) getenvDevice() string {
 		return v
 	}
 	return a.getenv("SENSEVOICE_DEVICE")
+}
+
+// envDevice is the device pin from WSCHED_DEVICE / SENSEVOICE_DEVICE as
+// the machine names it ("" when unset): inside a lease, the cuda:N the
+// lease exported is its GPU, and a pin the environment contradicts is an
+// error saying why.
+func (a *app) envDevice() (string, error) {
+	pin, err := device.PinFromEnv(a.lookupEnv)
+	if err != nil {
+		return "", fmt.Errorf("device pin: %w", err)
+	}
+	if pin.Var == "" {
+		return "", nil
+	}
+	if pin.Relative {
+		fmt.Fprintf(a.err, "wsched: %s=%s inside lease %s is GPU %s (CUDA_VISIBLE_DEVICES)\n", pin.Var, pin.Raw, pin.Lease, pin.Spec)
+	}
+	return pin.Spec.String(), nil
 }
 
 // holdLease keeps k's lease (renewed; re-acquired if the daemon loses it)

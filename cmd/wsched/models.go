@@ -11,12 +11,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/models"
 )
 
 // modelsView is what `wsched models list --json` prints.
 type modelsView struct {
+	// Source is "daemon" (the daemon's registry, memory and GPUs) or
+	// "local" (this machine's config and GPU reading); Note says so.
+	Source    string              `json:"source"`
+	Note      string              `json:"note"`
 	ModelsDir string              `json:"models_dir"`
 	GPUs      []estimator.GPUFree `json:"gpus"`
 	Models    []modelView         `json:"models"`
@@ -35,6 +40,8 @@ type modelView struct {
 // modelEstimate is the estimator's answer for a model: its peak, the
 // recommendation placement leases, and whether it fits on each GPU.
 type modelEstimate struct {
+	// Source is "memory" (the entry's memory) or "estimator".
+	Source           string             `json:"source,omitempty"`
 	Precision        string             `json:"precision"`
 	TotalBytes       int64              `json:"total_bytes"`
 	RecommendedBytes int64              `json:"recommended_bytes"`
@@ -55,41 +62,45 @@ of the same name.`,
 }
 
 func newModelsListCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, noDaemon bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List models: backend, size, memory estimate and fit per GPU, path",
-		Long: `List the configured and discovered models with their backend, file size, the
-memory a process serving each will need (the estimator's recommendation, read
-from the ggml header for whisper.cpp files), whether it fits on each local GPU
-now and how many copies would, and the path. A configured model whose file is
-missing is listed with the problem, not an error.`,
+		Long: `List the models with their backend, file size, the memory a lease for each
+gets (the entry's memory, or the estimator's recommendation, read from the
+ggml header for whisper.cpp files), whether it fits on each GPU now and how
+many copies would, and the path. When a daemon answers these are the daemon's
+models, sizes and GPUs (leases and memory held for waiting requests counted);
+otherwise (or with --no-daemon) this machine's config and a local GPU
+reading, and the output says so. A configured model whose file is missing is
+listed with the problem, not an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.modelsList(cmd.Context(), asJSON)
+			return a.modelsList(cmd.Context(), asJSON, noDaemon)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&noDaemon, "no-daemon", false, "list this machine's configured models and local GPUs without asking a running daemon")
 	return cmd
 }
 
-func (a *app) modelsList(ctx context.Context, asJSON bool) error {
+func (a *app) modelsList(ctx context.Context, asJSON, noDaemon bool) error {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
-	reg, err := models.Load(ctx, cfg.Models)
-	if err != nil {
-		return err
+	var view modelsView
+	why := "--no-daemon"
+	if !noDaemon {
+		if view, err = daemonModels(ctx, cfg.Daemon.Socket); err != nil {
+			why = fmt.Sprintf("no daemon answered on %s (%v)", cfg.Daemon.Socket, err)
+		}
 	}
-	gpus, _, err := a.estimateGPUs(ctx, cfg, -1)
-	if err != nil {
-		return err
-	}
-	est := estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, nil)
-	view := modelsView{ModelsDir: reg.Dir(), GPUs: gpus, Models: []modelView{}, Partial: reg.Partials()}
-	for _, m := range reg.Models() {
-		view.Models = append(view.Models, estimateModel(est, m, gpus))
+	if noDaemon || err != nil {
+		if view, err = a.localModels(ctx, cfg); err != nil {
+			return err
+		}
+		view.Note = "local view: " + why + "; this machine's config and GPUs, leases not counted"
 	}
 	if asJSON {
 		return a.printJSON(view)
@@ -97,14 +108,38 @@ func (a *app) modelsList(ctx context.Context, asJSON bool) error {
 	return writeModels(a.out, view)
 }
 
+// localModels is the registry of this machine's config, sized against a
+// local GPU reading.
+func (a *app) localModels(ctx context.Context, cfg *config.Config) (modelsView, error) {
+	reg, err := models.Load(ctx, cfg.Models)
+	if err != nil {
+		return modelsView{}, err
+	}
+	read, err := a.estimateGPUs(ctx, cfg, -1, nil)
+	if err != nil {
+		return modelsView{}, err
+	}
+	gpus := read.gpus
+	est := estimator.New(estimator.Config{CUDAContextBytes: cfg.Estimator.CUDAContext.Int64()}, nil)
+	view := modelsView{Source: "local", ModelsDir: reg.Dir(), GPUs: gpus, Models: []modelView{}, Partial: reg.Partials()}
+	for _, m := range reg.Models() {
+		view.Models = append(view.Models, estimateModel(est, m, gpus))
+	}
+	return view, nil
+}
+
 func estimateModel(est *estimator.Estimator, m models.Model, gpus []estimator.GPUFree) modelView {
 	v := modelView{Model: m}
+	if m.MemoryBytes > 0 { // the entry's memory is what a lease for it gets
+		v.Estimate = &modelEstimate{Source: "memory", TotalBytes: m.MemoryBytes, RecommendedBytes: m.MemoryBytes, GPUs: fitMemory(m.MemoryBytes, gpus)}
+		return v
+	}
 	req, err := m.EstimateRequest()
 	if err == nil {
 		req.GPUs = gpus
 		var res estimator.Result
 		if res, err = est.Estimate(req); err == nil {
-			v.Estimate = &modelEstimate{Precision: res.Precision, TotalBytes: res.TotalBytes,
+			v.Estimate = &modelEstimate{Source: "estimator", Precision: res.Precision, TotalBytes: res.TotalBytes,
 				RecommendedBytes: res.RecommendedBytes, GPUs: res.GPUs}
 		}
 	}
@@ -114,8 +149,20 @@ func estimateModel(est *estimator.Estimator, m models.Model, gpus []estimator.GP
 	return v
 }
 
+// fitMemory is whether a fixed lease size fits on each GPU now and how many
+// copies would.
+func fitMemory(bytes int64, gpus []estimator.GPUFree) []estimator.GPUFit {
+	out := make([]estimator.GPUFit, 0, len(gpus))
+	for _, g := range gpus {
+		f := estimator.GPUFit{Index: g.Index, Name: g.Name, AvailableBytes: g.AvailableBytes, RecommendedBytes: bytes, Copies: g.AvailableBytes / bytes}
+		f.Sufficient = f.Copies > 0
+		out = append(out, f)
+	}
+	return out
+}
+
 func writeModels(w io.Writer, v modelsView) error {
-	fmt.Fprintf(w, "%d model(s); models_dir %s\n", len(v.Models), v.ModelsDir)
+	fmt.Fprintf(w, "%d model(s); models_dir %s\n%s\n", len(v.Models), v.ModelsDir, v.Note)
 	if len(v.Models) == 0 {
 		fmt.Fprintln(w, "no models: add [[models.model]] entries, or `wsched models pull NAME` (tiny, base, small, medium, large-v3-turbo, …)")
 	} else if err := modelsTable(v).render(w, "  "); err != nil {

@@ -65,13 +65,33 @@ func (a *app) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// client returns a daemon client for the configured socket.
+// client returns a daemon client for the configured socket. A user who
+// configured none (no --socket, no WSCHED_SOCKET, [daemon] socket "") gets
+// their own daemon's socket and then the system daemon's, which members of
+// the socket group may use.
 func (a *app) client() (*client.Client, *config.Config, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, nil, err
 	}
+	if sockets := socketCandidates(cfg.Daemon.Socket, a.socket, a.getenv, os.Getuid()); len(sockets) > 1 {
+		return client.Discover(cfg.Daemon.SocketGroup, sockets...), cfg, nil
+	}
 	return client.New(cfg.Daemon.Socket), cfg, nil
+}
+
+// socketCandidates lists the sockets a client of uid tries: resolved (the
+// configuration's socket), or when none was configured — no --socket flag,
+// no WSCHED_SOCKET, and the file's socket resolved to the per-user default —
+// that default and then client.SystemSocket. (Naming the per-user path in
+// the file does the same: the system socket is only tried when it has no
+// daemon.) Root's default is the system socket already.
+func socketCandidates(resolved, flag string, getenv func(string) string, uid int) []string {
+	if flag != "" || getenv("WSCHED_SOCKET") != "" || uid == 0 || resolved == client.SystemSocket ||
+		resolved != config.DefaultSocket(false, getenv("XDG_RUNTIME_DIR")) {
+		return []string{resolved}
+	}
+	return []string{resolved, client.SystemSocket}
 }
 
 // printJSON writes v indented.

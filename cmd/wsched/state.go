@@ -17,9 +17,14 @@ func newStateCmd(a *app) *cobra.Command {
 		Short: "Check or repair the daemon's state database (the daemon must be stopped)",
 		Long: `The daemon keeps its leases in [daemon] state_dir: wsched.db (bbolt), the lease
 journal leases.wal (and leases.wal.prev, the journal folded last) and
-wsched.epoch, the commit sequence checked at start-up. A daemon that finds the
-database damaged, empty, missing or older than wsched.epoch refuses to start;
-these commands read and rebuild the state with the daemon stopped.`,
+wsched.epoch, the commit sequence, journal generation and journal length checked
+at start-up. Every journal record and stored lease carries a CRC-32C. A daemon
+that finds the database damaged, empty, missing or older than wsched.epoch, a
+journal missing, emptied, rolled back or corrupt (anything but a torn tail: the
+error names the file and the offset), or a stored lease that fails its checksum
+(the error names the key) refuses to start and changes nothing; these commands
+read and rebuild the state with the daemon stopped. repair keeps every valid
+journal record, on both sides of any damage.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "state-dir", "", "state directory (default [daemon] state_dir)")
 	stateDir := func() (string, error) {
@@ -76,7 +81,8 @@ these commands read and rebuild the state with the daemon stopped.`,
 			for _, l := range rep.Lost {
 				fmt.Fprintf(a.out, "could not read: %s\n", l)
 			}
-			fmt.Fprintf(a.out, "rebuilt %s with %d leases (buckets copied: %v); commit epoch reset to 1\n", d, rep.Leases, rep.Buckets)
+			fmt.Fprintf(a.out, "rebuilt %s with %d leases (buckets copied: %v; %d valid journal records replayed, on both sides of any damage); commit epoch reset to 1\n",
+				d, rep.Leases, rep.Buckets, rep.JournalRecords)
 			fmt.Fprintln(a.out, "at start the daemon releases leases whose holders exited and marks those over a GPU's capacity")
 			return nil
 		},

@@ -45,7 +45,17 @@ type LeaseRequest struct {
 	// connecting process. Another PID must belong to the same user.
 	Holder *HolderRequest    `json:"holder,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// IdempotencyKey (at most 128 printable characters) makes a retried
+	// request get the same lease: when the requesting uid already holds a
+	// granted lease with this key, that lease is answered (200) instead of
+	// a new grant. The key is kept with the lease (label
+	// wsched.idempotency_key), so it holds across daemon restarts.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
+
+// IdempotencyLabel is the lease label that keeps a request's
+// IdempotencyKey.
+const IdempotencyLabel = "wsched.idempotency_key"
 
 // HolderRequest is the holder part of a lease request.
 type HolderRequest struct {

@@ -89,10 +89,14 @@ type Job struct {
 	ErrorKind string                 `json:"error_kind,omitempty"`
 	Result    *transcript.Transcript `json:"result,omitempty"`
 	Finished  time.Time              `json:"finished,omitzero"`
+	// Deleted is set in the answer of DELETE /v1/jobs/{id}: true when the
+	// job had finished and was deleted, false when it was cancelled.
+	Deleted bool `json:"deleted,omitempty"`
 
 	// AudioSeconds is the audio's duration read at admission (0: unknown);
 	// ExpectedSeconds the expected processing time; ExpectedStart, for a
-	// queued job, when it is expected to start (length-aware order).
+	// job held back beyond max_active, when it is expected to start
+	// (length-aware order).
 	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
 	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
 	ExpectedStart   time.Time `json:"expected_start,omitzero"`

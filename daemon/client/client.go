@@ -50,22 +50,24 @@ const (
 
 // Client is a connection pool to one daemon socket.
 type Client struct {
-	socket  string
-	hc      *http.Client
-	timeout time.Duration
+	socket    string
+	discovery *discovery // nil: socket is the one to use
+	hc        *http.Client
+	timeout   time.Duration
 }
 
 // New returns a client for the daemon listening on socket.
 func New(socket string) *Client {
+	c := &Client{socket: socket, timeout: RequestTimeout}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: DialTimeout}
-			return d.DialContext(ctx, "unix", socket)
+			return c.dial(ctx)
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &Client{socket: socket, hc: &http.Client{Transport: tr}, timeout: RequestTimeout}
+	c.hc = &http.Client{Transport: tr}
+	return c
 }
 
 // SetTimeout changes RequestTimeout for this client (tests).
@@ -77,7 +79,7 @@ func (c *Client) bounded(ctx context.Context, extra time.Duration) (context.Cont
 	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeoutCause(ctx, c.timeout+extra, noAnswer{socket: c.socket, after: c.timeout + extra})
+	return context.WithTimeoutCause(ctx, c.timeout+extra, noAnswer{socket: c.Socket(), after: c.timeout + extra})
 }
 
 // noAnswer is the cause of a request that ran out of the client's timeout;
@@ -93,13 +95,14 @@ func (e noAnswer) Error() string {
 
 func (e noAnswer) Unwrap() error { return ErrNoAnswer }
 
-// Socket is the socket path the client dials.
-func (c *Client) Socket() string { return c.socket }
-
 // Close drops idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 func (c *Client) unreachable(err error) error {
+	var de *discoveryError
+	if errors.As(err, &de) {
+		return c.unreachableAll(de)
+	}
 	if errors.Is(err, os.ErrPermission) {
 		return fmt.Errorf("%w at %s: permission denied: join group wsched (`sudo usermod -aG wsched $USER`, then log in again) or ask its administrator", ErrUnreachable, c.socket)
 	}

@@ -46,7 +46,7 @@ func (c *Client) stream(ctx context.Context, path string, f func(event, data str
 		wait = time.Duration(1<<63 - 1)
 	}
 	noAnswer := time.AfterFunc(wait, func() {
-		cancel(fmt.Errorf("%w at %s within %s: is it stopped (SIGSTOP) or overloaded?", ErrNoAnswer, c.socket, c.timeout))
+		cancel(fmt.Errorf("%w at %s within %s: is it stopped (SIGSTOP) or overloaded?", ErrNoAnswer, c.Socket(), c.timeout))
 	})
 	resp, err := c.hc.Do(req)
 	noAnswer.Stop()

@@ -82,7 +82,8 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &out)
 }
 
-// CancelJob cancels a queued or running job.
+// CancelJob cancels a queued or running job, or deletes a finished one
+// (the answer's Deleted says which): DELETE /v1/jobs/{id}.
 func (c *Client) CancelJob(ctx context.Context, id string) (api.Job, error) {
 	var out api.Job
 	return out, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, &out)
@@ -153,8 +154,7 @@ func (c *Client) PassJob(ctx context.Context, path string, req api.JobRequest) (
 	ctx, cancel := c.bounded(ctx, 0)
 	defer cancel()
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: DialTimeout}
-		conn, err := d.DialContext(ctx, "unix", c.socket)
+		conn, err := c.dial(ctx)
 		if err != nil {
 			return nil, err
 		}

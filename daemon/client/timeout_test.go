@@ -17,9 +17,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if asuser.Helper() == "health" {
-		err := New(os.Args[1]).Health(context.Background())
-		fmt.Println(err)
+	switch asuser.Helper() {
+	case "health":
+		fmt.Println(New(os.Args[1]).Health(context.Background()))
+		os.Exit(0)
+	case "discover":
+		fmt.Println(Discover("wsched", os.Args[1:]...).Health(context.Background()))
 		os.Exit(0)
 	}
 	os.Exit(testtmp.Main(m))

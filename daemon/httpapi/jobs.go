@@ -21,6 +21,7 @@ var jobStatus = []errorStatus{
 	{jobs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 	{jobs.ErrFinished, http.StatusConflict, "job_finished"},
 	{jobs.ErrQueueFull, http.StatusServiceUnavailable, "too_many_jobs"},
+	{jobs.ErrLimit, http.StatusTooManyRequests, "limit_exceeded"},
 	{jobs.ErrStopped, http.StatusServiceUnavailable, "shutting_down"},
 }
 
@@ -36,7 +37,7 @@ func jobError(err error) error {
 // bearer of the TCP token (uid −1).
 func owner(p Peer) placement.Holder {
 	if !p.Known {
-		return placement.Holder{PID: 0, UID: -1, Name: "token"}
+		return placement.Holder{PID: 0, UID: jobs.TokenUID, Name: "token"}
 	}
 	return placement.Holder{PID: p.PID, UID: p.UID}
 }
@@ -114,7 +115,7 @@ func (s *Server) jobSpec(peer Peer, req api.JobRequest, uploaded string) (jobs.S
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	peer := peerFrom(r.Context())
-	if err := s.admitJob(r.Context(), peer); err != nil {
+	if err := s.admitJobs(r.Context(), peer); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -139,6 +140,14 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.removeFile(uploaded)
 	writeError(w, err)
+}
+
+// admitJobs answers a submission that would be refused before its audio is
+// read: the job table's size ([jobs] max_jobs) and the owner's [limits]
+// (active_jobs and stored_jobs per uid, token_… for the TCP token), counted
+// by the job manager, which Submit checks again atomically.
+func (s *Server) admitJobs(ctx context.Context, p Peer) error {
+	return jobErrorOrNil(s.jobs.Admit(ctx, owner(p).UID))
 }
 
 // readJobRequest takes the JSON body, or a multipart form whose "file" part
@@ -202,12 +211,16 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, j)
 }
 
-func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+// deleteJob serves DELETE /v1/jobs/{id}: a queued or running job is
+// cancelled (it stays, state cancelled, until [jobs] result_ttl); a
+// finished one (completed, failed or cancelled) is deleted with its result.
+// The answer is the job, with "deleted" saying which happened.
+func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.accessibleJob(r); err != nil {
 		writeError(w, err)
 		return
 	}
-	j, err := s.jobs.Cancel(r.Context(), r.PathValue("id"))
+	j, deleted, err := s.jobs.Delete(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, jobError(err))
 		return
@@ -220,8 +233,15 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	peer := peerFrom(r.Context())
-	s.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
-	writeJSON(w, http.StatusOK, j)
+	if deleted {
+		s.log.Info("job deleted", "job", j.ID, "state", j.State, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	} else {
+		s.log.Info("job cancel requested", "job", j.ID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		jobs.Job
+		Deleted bool `json:"deleted"`
+	}{j, deleted})
 }
 
 // jobEvents streams a job's events as Server-Sent Events: every state it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"time"
@@ -29,7 +30,7 @@ func seconds(field string, v float64) (time.Duration, error) {
 
 // leaseRequest turns an API request into an engine request: memory (given
 // or estimated), device, priority, times and the holder.
-func (s *Server) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Request, any, error) {
+func (s *Server) leaseRequest(ctx context.Context, peer Peer, body api.LeaseRequest) (placement.Request, any, error) {
 	var req placement.Request
 	var err error
 	if req.Device, err = device.Parse(body.Device); err != nil {
@@ -51,37 +52,47 @@ func (s *Server) leaseRequest(peer Peer, body api.LeaseRequest) (placement.Reque
 		return req, nil, err
 	}
 	req.Labels = body.Labels
-	var est any
-	switch {
-	case body.MemoryBytes < 0:
-		return req, nil, badRequest("invalid_field", "field memory_bytes: %d is not allowed: want bytes above 0", body.MemoryBytes)
-	case body.MemoryBytes > 0 && body.Model != "":
-		return req, nil, badRequest("invalid_request", "give memory_bytes or model, not both")
-	case body.MemoryBytes > 0:
-		req.Bytes = body.MemoryBytes
-	case body.Model != "":
-		res, err := s.estimateForLease(body)
-		if err != nil {
+	if body.IdempotencyKey != "" {
+		if err := checkIdempotencyKey(body.IdempotencyKey); err != nil {
 			return req, nil, err
 		}
-		req.Bytes, est, req.EstimateKey = res.RecommendedBytes, res, &res.Key
-	case req.Device.Kind != device.CPU:
-		req.Bytes = int64(s.cfg.Leases.DefaultMemory) // neither given: [leases] default_memory
+		req.Labels = maps.Clone(body.Labels)
+		if req.Labels == nil {
+			req.Labels = map[string]string{}
+		}
+		req.Labels[api.IdempotencyLabel] = body.IdempotencyKey
 	}
-	return req, est, nil
+	var est any
+	req.Bytes, est, req.EstimateKey, err = s.leaseSize(ctx, body, req.Device)
+	return req, est, err
 }
 
-// estimateForLease sizes a `model` lease request with the estimator (which
-// learns from measured peaks of earlier leases with the same key).
+// leaseSize is how much memory a lease request asks for: memory_bytes, the
+// size of its model, or [leases] default_memory (none for the CPU).
+func (s *Server) leaseSize(ctx context.Context, body api.LeaseRequest, dev device.Spec) (int64, any, *estimator.Key, error) {
+	switch {
+	case body.MemoryBytes < 0:
+		return 0, nil, nil, badRequest("invalid_field", "field memory_bytes: %d is not allowed: want bytes above 0", body.MemoryBytes)
+	case body.MemoryBytes > 0 && body.Model != "":
+		return 0, nil, nil, badRequest("invalid_request", "give memory_bytes or model, not both")
+	case body.MemoryBytes > 0:
+		return body.MemoryBytes, nil, nil, nil
+	case body.Model != "":
+		return s.modelSize(ctx, body)
+	case dev.Kind != device.CPU:
+		return int64(s.cfg.Leases.DefaultMemory), nil, nil, nil // neither given: [leases] default_memory
+	}
+	return 0, nil, nil, nil
+}
+
+// estimateForLease sizes a `model` lease request by name with the
+// estimator (which learns from measured peaks of earlier leases with the
+// same key).
 func (s *Server) estimateForLease(body api.LeaseRequest) (estimator.Result, error) {
-	res, err := s.est.EstimateAnyGPU(estimator.Request{
+	return s.est.EstimateAnyGPU(estimator.Request{
 		Backend: estimator.Backend(body.Backend), Model: body.Model, Precision: body.Precision,
 		Beam: body.Beam, Batch: body.BatchSize, SegmentSeconds: body.SegmentSeconds,
 	})
-	if err != nil {
-		return estimator.Result{}, badRequest("invalid_request", "model: %v", err)
-	}
-	return res, nil
 }
 
 // resolveHolder decides whose lease it is: the connecting process, or a PID
@@ -129,10 +140,23 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, est, err := s.leaseRequest(peer, body)
+	req, est, err := s.leaseRequest(r.Context(), peer, body)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if body.IdempotencyKey != "" {
+		l, leave, err := s.sameKey(r.Context(), req.Holder.UID, body.IdempotencyKey)
+		switch {
+		case err != nil:
+			writeError(w, err)
+			return
+		case leave == nil: // a retry: the lease granted for the key before
+			s.log.Info("lease request retried with its idempotency key: answered with its lease", "lease", l.ID, "peer_uid", peer.UID)
+			writeJSON(w, http.StatusOK, convert.FromLease(l))
+			return
+		}
+		defer leave()
 	}
 	if err := s.admitLease(peer, &req); err != nil {
 		s.log.Info("lease refused", "peer_pid", peer.PID, "peer_uid", peer.UID, "bytes", req.Bytes, "err", err)
@@ -147,6 +171,9 @@ func (s *Server) postLease(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.log.Enabled(r.Context(), slog.LevelDebug) { // its arguments cost allocations on every grant
 		s.log.Debug("lease granted", "lease", l.ID, "gpu", l.GPUIndex, "bytes", l.Bytes, "holder", l.Holder.PID, "peer_pid", peer.PID, "peer_uid", peer.UID)
+	}
+	if body.IdempotencyKey != "" {
+		s.keys.remember(l.Holder.UID, body.IdempotencyKey, l.ID)
 	}
 	out := convert.FromLease(l)
 	out.Estimate = est
@@ -289,7 +316,7 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.changeLease(w, r, "pid added", func(ctx context.Context, id string, may placement.Guard) (placement.Lease, error) {
-		l, err := s.eng.AddPIDAs(ctx, id, body.PID, may)
+		l, err := s.eng.AddProcessAs(ctx, id, body.PID, info.StartTicks, may)
 		if err == nil {
 			err = s.watch.Watch(body.PID)
 		}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os/user"
@@ -61,34 +60,5 @@ func (s *Server) admitLease(p Peer, req *placement.Request) error {
 		return badRequest("below_min_lease", "memory_bytes %d is less than [limits] min_lease (%s)", req.Bytes, units.FormatBytes(min))
 	}
 	req.Limits = placement.Limits{Leases: lim.Leases, Queued: lim.Queued, Bytes: int64(lim.Bytes)}
-	return nil
-}
-
-// admitJob checks a job submission against [limits] active_jobs and
-// stored_jobs before its audio is read.
-func (s *Server) admitJob(ctx context.Context, p Peer) error {
-	lim := s.cfg.Limits
-	if !limited(p) || (lim.ActiveJobs == 0 && lim.StoredJobs == 0) {
-		return nil
-	}
-	all, err := s.jobs.List(ctx)
-	if err != nil {
-		return err
-	}
-	var active, stored int
-	for _, j := range all {
-		if j.Spec.Owner.UID == p.UID {
-			stored++
-			if !j.State.Finished() {
-				active++
-			}
-		}
-	}
-	switch {
-	case lim.ActiveJobs > 0 && active >= lim.ActiveJobs:
-		return limitExceeded("uid %d has %d unfinished jobs: [limits] active_jobs is %d", p.UID, active, lim.ActiveJobs)
-	case lim.StoredJobs > 0 && stored >= lim.StoredJobs:
-		return limitExceeded("uid %d has %d stored jobs: [limits] stored_jobs is %d; delete finished ones or wait for [jobs] result_ttl", p.UID, stored, lim.StoredJobs)
-	}
 	return nil
 }

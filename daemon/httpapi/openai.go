@@ -47,7 +47,7 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 func (s *Server) openAITranscription(translate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		peer := peerFrom(r.Context())
-		if err := s.admitJob(r.Context(), peer); err != nil {
+		if err := s.admitJobs(r.Context(), peer); err != nil {
 			writeOpenAIError(w, err)
 			return
 		}

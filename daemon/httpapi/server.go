@@ -15,6 +15,7 @@ import (
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins/host"
@@ -26,9 +27,10 @@ type Engine interface {
 	Get(ctx context.Context, id string) (placement.Lease, error)
 	RenewAs(ctx context.Context, id string, ttl time.Duration, may placement.Guard) (placement.Lease, error)
 	ReleaseAs(ctx context.Context, id, reason string, may placement.Guard) (placement.Lease, error)
-	AddPIDAs(ctx context.Context, id string, pid int, may placement.Guard) (placement.Lease, error)
+	AddProcessAs(ctx context.Context, id string, pid int, startTicks uint64, may placement.Guard) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 	View() placement.View
+	Preview(bytes int64, dev device.Spec, prio placement.Priority) placement.Preview
 	Summary() placement.Summary
 	Accounts() ([]placement.Account, string)
 	Ping(ctx context.Context) error
@@ -37,9 +39,11 @@ type Engine interface {
 // Jobs is the job manager as the API uses it (*jobs.Manager).
 type Jobs interface {
 	Submit(ctx context.Context, spec jobs.Spec) (jobs.Job, error)
+	Admit(ctx context.Context, uid int) error
 	Get(ctx context.Context, id string) (jobs.Job, error)
 	List(ctx context.Context) ([]jobs.Job, error)
 	Cancel(ctx context.Context, id string) (jobs.Job, error)
+	Delete(ctx context.Context, id string) (jobs.Job, bool, error)
 	Wait(ctx context.Context, id string) (jobs.Job, error)
 	Subscribe(ctx context.Context, id string) (jobs.Job, <-chan jobs.Event, func(), error)
 	Watch(ctx context.Context) (<-chan jobs.Event, func(), error)
@@ -119,6 +123,7 @@ type Server struct {
 	metrics  *metrics
 	hub      *hub      // the event streams' one engine subscription
 	spool    spoolBook // spool bytes reserved for uploads in progress
+	keys     keyed     // idempotency keys of lease requests under way
 }
 
 // New returns the API over opts' components.
@@ -157,11 +162,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/jobs", s.postJob)
 	mux.HandleFunc("GET /v1/jobs", s.listJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", s.cancelJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.deleteJob)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", s.jobEvents)
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.openAITranscription(false))
 	mux.HandleFunc("POST /v1/audio/translations", s.openAITranscription(true))
 	mux.HandleFunc("GET /v1/models", s.listModels)
+	mux.HandleFunc("GET /v1/models/registry", s.getRegistry)
+	mux.HandleFunc("POST /v1/placement/preview", s.postPreview)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /v1/monitor/events", s.monitorEvents)
 	mux.Handle("GET /{$}", monitorPage())

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,7 @@ func vadFromForm(form map[string]string) (api.VADOptions, error) {
 	for _, f := range floats {
 		if v := form[f.name]; v != "" {
 			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 				return o, badRequest("invalid_field", "field %s: %q is not a number", f.name, v)
 			}
 			*f.dst = x
@@ -59,9 +60,9 @@ func jobVAD(o api.VADOptions) (jobs.VADOptions, error) {
 	switch {
 	case o.VADModel != "" && (strings.ContainsAny(o.VADModel, `/\`) || o.VADModel == "." || o.VADModel == ".."):
 		return jobs.VADOptions{}, badRequest("invalid_field", "field vad_model: %q is not allowed: want the name of a file in [models] dir, e.g. ggml-silero-v5.1.2.bin", o.VADModel)
-	case o.VADThreshold < 0 || o.VADThreshold > 1:
+	case !(o.VADThreshold >= 0 && o.VADThreshold <= 1): // NaN fails both
 		return jobs.VADOptions{}, badRequest("invalid_field", "field vad_threshold: %v is not allowed: want 0 to 1 (0: the model's default)", o.VADThreshold)
-	case o.VADMaxSpeechS < 0 || o.VADMaxSpeechS > maxVADMillis/1000:
+	case !(o.VADMaxSpeechS >= 0 && o.VADMaxSpeechS <= maxVADMillis/1000):
 		return jobs.VADOptions{}, badRequest("invalid_field", "field vad_max_speech_s: %v is not allowed: want 0 to 3600", o.VADMaxSpeechS)
 	}
 	for name, v := range map[string]int{"vad_min_speech_ms": o.VADMinSpeechMS, "vad_min_silence_ms": o.VADMinSilenceMS, "vad_speech_pad_ms": o.VADSpeechPadMS} {

@@ -33,37 +33,39 @@ type Report struct {
 func Check(dir string) (Report, error) {
 	r := Report{Dir: dir}
 	path := filepath.Join(dir, FileName)
-	var err error
-	if r.Epoch, err = readEpoch(dir); err != nil {
+	ep, err := readEpoch(dir)
+	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
-	pending, records, torn := readJournal(dir, WALName)
-	r.JournalRecords = records
-	if torn != nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("lease journal: torn tail (dropped at the next start): %v", torn))
-	}
-	if err := checkEpoch(path, r.Epoch); err != nil {
+	r.Epoch = ep.seq
+	if err := checkEpoch(path, ep.seq); err != nil {
 		r.Problems = append(r.Problems, err.Error())
+		pending, _ := checkJournal(dir, expect{ep: ep, seq: ep.seq}, &r)
 		r.Leases = overlay(nil, pending)
 		return r, nil
 	}
-	stored, err := readBolt(path, &r)
+	x := expect{ep: ep}
+	stored, err := readBolt(path, &r, &x)
 	if errors.Is(err, ErrLocked) {
 		return r, err
 	}
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
+	pending, _ := checkJournal(dir, x, &r)
 	r.Leases = overlay(stored, pending)
 	r.Notes = append(r.Notes, Overcommitted(r.Leases)...)
 	return r, nil
 }
 
-// readBolt opens path read-only, checks its pages and reads its leases
-// and sequence into r.
-func readBolt(path string, r *Report) ([]placement.Lease, error) {
+// readBolt opens path read-only, checks its pages and reads its leases,
+// sequence and journal generation into r and x.
+func readBolt(path string, r *Report, x *expect) ([]placement.Lease, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
+	}
+	if err := checkSize(path); err != nil {
+		return nil, err
 	}
 	var stored []placement.Lease
 	db, err := openBolt(path, bolt.Options{ReadOnly: true, Timeout: time.Second})
@@ -76,11 +78,16 @@ func readBolt(path string, r *Report) ([]placement.Lease, error) {
 	defer db.Close()
 	err = guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			r.Seq = boltSeq(tx)
+			r.Seq, x.seq, x.gen = boltSeq(tx), boltSeq(tx), boltGen(tx)
 			for err := range tx.Check() {
 				return fmt.Errorf("%w: page check: %w", ErrDamaged, err)
 			}
-			stored, err = list(db, bucketLeases, decodeLease)
+			f := tx.Bucket(bucketMeta).Get(formatKey)
+			decode := decodeStored
+			if len(f) != 1 || f[0] != leaseV2 { // an earlier version's: rewritten at the next start
+				decode = func(_, v []byte, l *placement.Lease) error { return decodeLease(v, l) }
+			}
+			stored, err = list(db, bucketLeases, decode)
 			return err
 		})
 	})
@@ -93,14 +100,44 @@ func readBolt(path string, r *Report) ([]placement.Lease, error) {
 	return stored, nil
 }
 
-// readJournal replays the journal name in dir without changing it.
-func readJournal(dir, name string) (map[string]*placement.Lease, int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+// checkJournal reads leases.wal as Open would, without changing it, and
+// reports what Open would refuse as problems and a torn tail as a note.
+func checkJournal(dir string, x expect, r *Report) (map[string]*placement.Lease, error) {
+	path := filepath.Join(dir, WALName)
+	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, 0, err
+		r.Problems = append(r.Problems, fmt.Sprintf("read %s: %v", path, err))
+		return nil, err
 	}
-	pending, records, _, torn := replay(data)
-	return pending, records, torn
+	if recorded := max(x.gen, x.ep.gen); len(data) == 0 && recorded > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: the lease journal is missing or empty but %s records journal %d: "+
+			"the leases granted since the last fold are lost", path, recordedBy(x), recorded))
+		return nil, nil
+	}
+	head, ok := decodeHead(data)
+	if ok && !(x.gen > 0 && head.gen+1 == x.gen && nextJournalReady(dir, x)) { // else a fold the next start finishes
+		if err := checkHead(path, head, x); err != nil {
+			r.Problems = append(r.Problems, err.Error())
+		}
+	}
+	checkpoint := 0
+	if ok && head.gen == x.ep.gen {
+		checkpoint = int(x.ep.length)
+	}
+	s := scan(data, checkpoint)
+	r.JournalRecords = s.records
+	switch {
+	case s.damage != nil:
+		s.damage.File = path
+		r.Problems = append(r.Problems, s.damage.Error()+"; 'wsched state repair' keeps the valid records on both sides")
+		pending, n := salvageJournal(data, x.gen, x.ep.gen)
+		r.JournalRecords = n
+		return pending, nil
+	case s.torn != nil:
+		r.Notes = append(r.Notes, fmt.Sprintf("lease journal %s: torn tail at offset %d (%d bytes, a write a crash cut short; "+
+			"overwritten with zeros at the next start): %v", path, s.end, s.tornTo-s.end, s.torn))
+	}
+	return s.pending, nil
 }
 
 // Overcommitted describes the GPUs whose restored leases add up to more

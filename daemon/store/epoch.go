@@ -4,10 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -40,35 +44,82 @@ const damagedHint = "refusing to start so that no acknowledged lease is forgotte
 var (
 	bucketMeta = []byte("meta")
 	keySeq     = []byte("seq")
+	// keyJournal is the generation of the journal that follows bbolt's
+	// commit (wal.go).
+	keyJournal = []byte("journal")
 )
 
-// readEpoch returns the side file's sequence, 0 when it does not exist.
-func readEpoch(dir string) (uint64, error) {
+// epoch is what EpochName records: bbolt's commit sequence, the journal
+// generation that follows it, and how far that journal's records reached
+// when it was last written (Open refuses a journal that ends before).
+type epoch struct {
+	seq, gen uint64
+	length   int64
+	found    bool // the file exists
+}
+
+// newer reports whether e records more than o (a later journal, or more
+// of the same one).
+func (e epoch) newer(o epoch) bool {
+	return e.seq > o.seq || e.seq == o.seq && (e.gen > o.gen || e.gen == o.gen && e.length > o.length)
+}
+
+func (e epoch) text() string {
+	body := fmt.Sprintf("seq %d\njournal %d\nlength %d\n", e.seq, e.gen, e.length)
+	return body + fmt.Sprintf("crc %08x\n", crc32.Checksum([]byte(body), crcTable))
+}
+
+// readEpoch reads the side file; found is false when it does not exist.
+// The file of earlier versions has the "seq" line alone.
+func readEpoch(dir string) (epoch, error) {
 	path := filepath.Join(dir, EpochName)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return epoch{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", path, err)
+		return epoch{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	f := strings.Fields(string(data))
-	if len(f) != 2 || f[0] != "seq" {
-		return 0, fmt.Errorf("read %s: %w: malformed %q", path, ErrDamaged, data)
-	}
-	seq, err := strconv.ParseUint(f[1], 10, 64)
+	e, err := parseEpoch(string(data))
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w: %w", path, ErrDamaged, err)
+		return epoch{}, fmt.Errorf("read %s: %w: %w; %s", path, ErrDamaged, err, damagedHint)
 	}
-	return seq, nil
+	e.found = true
+	return e, nil
+}
+
+func parseEpoch(text string) (epoch, error) {
+	var e epoch
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) == 2 && lines[1] == "" { // an earlier version's "seq N"
+		f := strings.Fields(lines[0])
+		if len(f) != 2 || f[0] != "seq" {
+			return e, fmt.Errorf("malformed %q", text)
+		}
+		var err error
+		e.seq, err = strconv.ParseUint(f[1], 10, 64)
+		return e, err
+	}
+	if len(lines) != 5 || lines[4] != "" {
+		return e, fmt.Errorf("malformed %q", text)
+	}
+	var sum uint32
+	n, err := fmt.Sscanf(strings.Join(lines[:4], ""), "seq %d\njournal %d\nlength %d\ncrc %x\n", &e.seq, &e.gen, &e.length, &sum)
+	if err != nil || n != 4 {
+		return e, fmt.Errorf("malformed %q", text)
+	}
+	if crc32.Checksum([]byte(strings.Join(lines[:3], "")), crcTable) != sum {
+		return e, fmt.Errorf("checksum mismatch in %q", text)
+	}
+	return e, nil
 }
 
 // writeEpoch replaces the side file atomically and durably: a temporary
 // file, fsync, rename, fsync of the directory.
-func writeEpoch(dir string, seq uint64) error {
+func writeEpoch(dir string, e epoch) error {
 	path := filepath.Join(dir, EpochName)
 	tmp := path + ".tmp"
-	err := writeSynced(tmp, []byte("seq "+strconv.FormatUint(seq, 10)+"\n"))
+	err := writeSynced(tmp, []byte(e.text()))
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -103,12 +154,18 @@ func syncDir(dir string) error {
 }
 
 // boltSeq reads the sequence recorded in bbolt (0 before the first fold).
-func boltSeq(tx *bolt.Tx) uint64 {
+func boltSeq(tx *bolt.Tx) uint64 { return metaUint(tx, keySeq) }
+
+// boltGen reads the journal generation recorded in bbolt (0: none, an
+// earlier version's state or a new database).
+func boltGen(tx *bolt.Tx) uint64 { return metaUint(tx, keyJournal) }
+
+func metaUint(tx *bolt.Tx, key []byte) uint64 {
 	b := tx.Bucket(bucketMeta)
 	if b == nil {
 		return 0
 	}
-	v := b.Get(keySeq)
+	v := b.Get(key)
 	if len(v) != 8 {
 		return 0
 	}
@@ -116,20 +173,28 @@ func boltSeq(tx *bolt.Tx) uint64 {
 }
 
 // putBoltSeq records seq in bbolt, in tx.
-func putBoltSeq(tx *bolt.Tx, seq uint64) error {
+func putBoltSeq(tx *bolt.Tx, seq uint64) error { return putMetaUint(tx, keySeq, seq) }
+
+// putBoltGen records the journal generation in bbolt, in tx.
+func putBoltGen(tx *bolt.Tx, gen uint64) error { return putMetaUint(tx, keyJournal, gen) }
+
+func putMetaUint(tx *bolt.Tx, key []byte, v uint64) error {
 	b, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
 		return err
 	}
-	return b.Put(keySeq, binary.BigEndian.AppendUint64(nil, seq))
+	return b.Put(key, binary.BigEndian.AppendUint64(nil, v))
 }
 
-// guard runs fn and turns a panic (bbolt panics on some damaged pages)
-// into an ErrDamaged error; callers name the file.
+// guard runs fn and turns a panic (bbolt panics on some damaged pages) or
+// a memory fault (a page past the end of a cut-short file: SIGBUS in the
+// mapping) into an ErrDamaged error; callers name the file. It covers the
+// calling goroutine only.
 func guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: bbolt panicked reading it: %v; %s", ErrDamaged, r, damagedHint)
+			err = fmt.Errorf("%w: bbolt failed reading it: %v; %s", ErrDamaged, r, damagedHint)
 		}
 	}()
 	return fn()
@@ -161,16 +226,17 @@ func rolledBack(path string, seq, epoch uint64) error {
 }
 
 // damaged marks bbolt's own corruption errors (invalid or checksum-failed
-// meta pages, wrong version) as ErrDamaged, with the hint.
+// meta pages, wrong version, a file too small for its pages) as
+// ErrDamaged, with the hint. Errors of the file system (permission, I/O)
+// and a lock held elsewhere stay as they are.
 func damaged(err error) error {
-	if errors.Is(err, ErrDamaged) {
+	var pathErr *fs.PathError
+	var errno syscall.Errno
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrLocked) || errors.Is(err, bolterrors.ErrTimeout) ||
+		errors.As(err, &pathErr) || errors.As(err, &errno) {
 		return err
 	}
-	if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
-		errors.Is(err, bolterrors.ErrVersionMismatch) {
-		return fmt.Errorf("%w: %w; %s", ErrDamaged, err, damagedHint)
-	}
-	return err
+	return fmt.Errorf("%w: %w; %s", ErrDamaged, err, damagedHint)
 }
 
 // openBolt opens path with opts, turning a panic into ErrDamaged. bbolt

@@ -172,7 +172,7 @@ func TestDamagedPagesNoPanic(t *testing.T) {
 // bbolt one commit ahead, which opens (and fixes the side file).
 func TestEpochAheadAfterCrash(t *testing.T) {
 	dir := foldedState(t)
-	if err := writeEpoch(dir, 1); err != nil {
+	if err := writeEpoch(dir, epoch{seq: 1, gen: 2}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := Open(dir)
@@ -180,8 +180,8 @@ func TestEpochAheadAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if e, _ := readEpoch(dir); e != 2 {
-		t.Errorf("side file after open: %d, want 2", e)
+	if e, _ := readEpoch(dir); e.seq != 2 || e.gen != 3 {
+		t.Errorf("side file after open: %+v, want commit 2 of journal 3", e)
 	}
 	r, err := Check(dir)
 	if err != nil || len(r.Problems) != 0 || r.Seq != 2 || len(r.Leases) != 2 {

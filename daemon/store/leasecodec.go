@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"slices"
 	"time"
@@ -18,35 +19,47 @@ import (
 
 // Stored leases (bbolt values and journal records) are in a compact binary
 // form: a restart decodes 100k of them, and JSON decoding was most of the
-// start-up. The first byte is the version: leaseV1, then the fields in the
-// order of appendLease, integers as varints, strings and times length-
-// prefixed. A value starting with '{' is a lease in the JSON that earlier
-// versions stored: still read (in journal records), and rewritten in
-// binary when an earlier version's database is first opened (initLeases).
-const leaseV1 = 1
+// start-up. The first byte is the version, then the fields in the order of
+// appendLease, integers as varints, strings and times length-prefixed;
+// leaseV2 (written since issue 25) ends with the CRC-32C of everything
+// before it, so a flipped bit in a stored value is found (and refused,
+// naming the key) instead of decoded into another lease. leaseV1 (no
+// checksum) and JSON (a value starting with '{') are what earlier versions
+// stored: still read in journal records (whose own CRC covers them), and
+// rewritten as leaseV2 when an earlier version's database is first opened
+// (initLeases; formatKey then records leaseV2 and bbolt values must be
+// leaseV2).
+const (
+	leaseV1 = 1
+	leaseV2 = 2
+	// leaseSum is the size of leaseV2's trailing CRC-32C.
+	leaseSum = 4
+)
 
 // formatKey, in bucketMeta (with the commit sequence, epoch.go), is the
-// stored form of the leases bucket, absent while it may hold JSON.
+// stored form of the leases bucket: absent while it may hold JSON, leaseV1
+// while it may hold values without a checksum, leaseV2 once every value
+// has one.
 var formatKey = []byte("leases_format")
 
-// initLeases creates the leases bucket, or rewrites the JSON leases of an
-// earlier version in the binary form, once.
+// initLeases creates the leases bucket, or rewrites the leases of an
+// earlier version (JSON or leaseV1) as leaseV2, once.
 func initLeases(tx *bolt.Tx) error {
 	b, err := tx.CreateBucketIfNotExists(bucketLeases)
 	if err != nil {
 		return err
 	}
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-	if err != nil || meta.Get(formatKey) != nil {
+	if err != nil {
 		return err
+	}
+	if f := meta.Get(formatKey); len(f) == 1 && f[0] == leaseV2 {
+		return nil
 	}
 	rewrite := map[string][]byte{}
 	err = b.ForEach(func(k, v []byte) error {
-		if len(v) == 0 || v[0] != '{' {
-			return nil
-		}
 		var l placement.Lease
-		if err := json.Unmarshal(v, &l); err != nil {
+		if err := decodeLease(v, &l); err != nil {
 			return fmt.Errorf("migrate lease %s: %w", k, err)
 		}
 		rewrite[string(k)] = encodeLease(nil, &l)
@@ -60,14 +73,20 @@ func initLeases(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	return meta.Put(formatKey, []byte{leaseV1})
+	return meta.Put(formatKey, []byte{leaseV2})
 }
 
 var errLeaseCodec = errors.New("malformed stored lease")
 
-// encodeLease appends l's stored form to b.
+// encodeLease appends l's stored form (leaseV2, checksummed) to b.
 func encodeLease(b []byte, l *placement.Lease) []byte {
-	b = append(b, leaseV1)
+	at := len(b)
+	b = appendLeaseBody(append(b, leaseV2), l)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[at:], crcTable))
+}
+
+// appendLeaseBody appends the fields of l (leaseV1's and leaseV2's body).
+func appendLeaseBody(b []byte, l *placement.Lease) []byte {
 	b = putStrings(b, l.ID, string(l.State), l.GPU)
 	b = putInts(b, int64(l.GPUIndex))
 	b = putStrings(b, l.GPUName)
@@ -96,6 +115,13 @@ func encodeLease(b []byte, l *placement.Lease) []byte {
 		for _, k := range slices.Sorted(maps.Keys(l.Labels)) {
 			b = putStrings(b, k, l.Labels[k])
 		}
+	}
+	// leaseV2: the start times of the added PIDs (a reused PID is not
+	// taken for the process that was added).
+	b = putInts(b, int64(len(l.PIDStarts)))
+	for _, pid := range slices.Sorted(maps.Keys(l.PIDStarts)) {
+		b = putInts(b, int64(pid))
+		b = binary.AppendUvarint(b, l.PIDStarts[pid])
 	}
 	return b
 }
@@ -143,16 +169,59 @@ func putTimes(b []byte, ts ...time.Time) []byte {
 	return b
 }
 
-// decodeLease decodes a stored lease: the binary form, or the JSON of
-// earlier versions.
+// errLeaseSum is a leaseV2 value whose checksum does not match.
+var errLeaseSum = fmt.Errorf("%w: checksum mismatch", errLeaseCodec)
+
+// decodeStored decodes a bbolt lease value under key: leaseV2 only (the
+// format the bucket is in once opened), whose checksum must match and
+// whose ID must be the key.
+func decodeStored(key, v []byte, l *placement.Lease) error {
+	if len(v) == 0 || v[0] != leaseV2 {
+		return fmt.Errorf("%w: not a checksummed lease (version byte %#x)", errLeaseCodec, firstByte(v))
+	}
+	if err := decodeLease(v, l); err != nil {
+		return err
+	}
+	if l.ID != string(key) {
+		return fmt.Errorf("%w: the value is lease %q", errLeaseCodec, l.ID)
+	}
+	return nil
+}
+
+func firstByte(v []byte) byte {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// decodeLease decodes a stored lease: leaseV2 (its checksum checked),
+// leaseV1, or the JSON of earlier versions.
 func decodeLease(v []byte, l *placement.Lease) error {
 	if len(v) > 0 && v[0] == '{' {
 		return json.Unmarshal(v, l)
 	}
-	if len(v) == 0 || v[0] != leaseV1 {
+	if len(v) == 0 || (v[0] != leaseV1 && v[0] != leaseV2) {
 		return fmt.Errorf("%w: unknown version", errLeaseCodec)
 	}
-	r := reader{b: v[1:]}
+	body := v[1:]
+	if v[0] == leaseV2 {
+		if len(v) < 1+leaseSum {
+			return fmt.Errorf("%w: %d bytes", errLeaseCodec, len(v))
+		}
+		n := len(v) - leaseSum
+		if crc32.Checksum(v[:n], crcTable) != binary.LittleEndian.Uint32(v[n:]) {
+			return errLeaseSum
+		}
+		body = v[1:n]
+	}
+	return decodeBody(body, v[0], l)
+}
+
+// decodeBody decodes the fields appendLeaseBody wrote (leaseV1's lack the
+// PID start times).
+func decodeBody(body []byte, version byte, l *placement.Lease) error {
+	r := reader{b: body}
 	*l = placement.Lease{ID: r.str(), State: placement.State(r.str()), GPU: r.str(), GPUIndex: r.int(), GPUName: r.str(),
 		GPUTotalBytes: r.i64(), Bytes: r.i64(), Device: device.Spec{Kind: device.Kind(r.int()), Index: r.int(), UUID: r.str()},
 		Priority: placement.Priority(r.int()), Holder: placement.Holder{PID: r.int(), UID: r.int(), Name: r.str(), StartTicks: r.uvarint()}}
@@ -178,6 +247,15 @@ func decodeLease(v []byte, l *placement.Lease) error {
 		for range n {
 			k := r.str()
 			l.Labels[k] = r.str()
+		}
+	}
+	if version == leaseV2 {
+		if n := r.count(); n > 0 {
+			l.PIDStarts = make(map[int]uint64, n)
+			for range n {
+				pid := r.int()
+				l.PIDStarts[pid] = r.uvarint()
+			}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {

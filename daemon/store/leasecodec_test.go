@@ -23,7 +23,7 @@ func fullLease() placement.Lease {
 	return placement.Lease{ID: "l-full", State: placement.StateGranted, GPU: "GPU-a", GPUIndex: 3, GPUName: "H100",
 		GPUTotalBytes: 80 << 30, Bytes: 4 << 30, Device: device.Spec{Kind: device.UUID, Index: 2, UUID: "GPU-5a1c0a4e-0000-1111-2222-333344445555"},
 		Priority: placement.High, Holder: placement.Holder{PID: 42, UID: 1000, Name: "asr", StartTicks: 1 << 40},
-		PIDs: []int{43, -1, 1 << 30}, TTL: time.Minute, Created: at(1), Granted: at(2), Expires: at(3), Ended: at(4),
+		PIDs: []int{43, -1, 1 << 30}, PIDStarts: map[int]uint64{43: 1 << 41, -1: 0}, TTL: time.Minute, Created: at(1), Granted: at(2), Expires: at(3), Ended: at(4),
 		Reason: "released", UsedBytes: 3 << 30, PeakBytes: 5 << 30, Overrun: true, Labels: map[string]string{"a": "1", "": "é"},
 		EstimateKey: &estimator.Key{Backend: "whisper", Model: "large-v3", Precision: "f16", Beam: 5, Batch: 2, GPUModel: "H100", Driver: "550"},
 		Reclaimable: true, ReclaimableSince: at(5)}
@@ -43,6 +43,9 @@ func zeroFields(v reflect.Value, path string) []string {
 	}
 	var out []string
 	for i := 0; i < v.NumField(); i++ {
+		if !v.Type().Field(i).IsExported() { // the engine's own bookkeeping, not stored
+			continue
+		}
 		out = append(out, zeroFields(v.Field(i), path+"."+v.Type().Field(i).Name)...)
 	}
 	return out
@@ -85,7 +88,12 @@ func TestLeasesStoredAsJSONStillRead(t *testing.T) {
 	if err := Put(db.Bolt(), bucketLeases, old.ID, old); err != nil { // Put writes JSON
 		t.Fatal(err)
 	}
-	if err := Delete(db.Bolt(), bucketMeta, string(formatKey)); err != nil { // as before the binary form
+	for _, k := range [][]byte{formatKey, keyJournal} { // as before the binary form and the journal header
+		if err := Delete(db.Bolt(), bucketMeta, string(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, EpochName)); err != nil {
 		t.Fatal(err)
 	}
 	db.wal.close()
@@ -130,7 +138,7 @@ func TestLeasesStoredAsJSONStillRead(t *testing.T) {
 	defer db.Close()
 	err = db.Bolt().View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
-			if v[0] != leaseV1 {
+			if v[0] != leaseV2 {
 				t.Errorf("lease %s still stored as %q…", k, v[:1])
 			}
 			return nil
@@ -175,4 +183,74 @@ func FuzzDecodeLease(f *testing.F) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", again, l)
 		}
 	})
+}
+
+// v1Lease is l as the previous version stored it: leaseV1, no PID start
+// times, no checksum.
+func v1Lease(l placement.Lease) []byte {
+	body := appendLeaseBody(nil, &l)
+	return append([]byte{leaseV1}, body[:len(body)-1]...) // without the empty PID start times
+}
+
+// TestPreviousVersionStateRead: a state dir as the previous version left
+// it after a crash — leaseV1 values in bbolt (leases_format 1), a journal
+// without a header whose records carry leaseV1 payloads, an epoch of one
+// "seq" line — opens with every lease, and is rewritten in the current
+// form (checksummed values, a journal with a header, the epoch with the
+// journal).
+func TestPreviousVersionStateRead(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, inJournal := lease("l-old"), lease("l-journal")
+	err = db.Bolt().Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketLeases).Put([]byte(old.ID), v1Lease(old)); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Delete(keyJournal); err != nil {
+			return err
+		}
+		return meta.Put(formatKey, []byte{leaseV1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.wal.close()
+	db.db.Close()
+	var rec []byte
+	for _, r := range []walRecord{{Put: &inJournal}, {Put: ptr(lease("l-gone"))}, {Del: "l-gone"}} {
+		payload := []byte{walDel}
+		if r.Put != nil {
+			payload = append([]byte{walPut}, v1Lease(*r.Put)...)
+		} else {
+			payload = append(payload, r.Del...)
+		}
+		rec = binary.LittleEndian.AppendUint32(rec, uint32(len(payload)))
+		rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(payload, crcTable))
+		rec = append(rec, payload...)
+	}
+	rec = append(rec, make([]byte, 4096)...) // the zeros it was grown by
+	if err := os.WriteFile(filepath.Join(dir, WALName), rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, EpochName), []byte("seq 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, db); !reflect.DeepEqual(got, []string{"l-journal", "l-old"}) {
+		t.Errorf("leases %v, want [l-journal l-old]", got)
+	}
+	if !reflect.DeepEqual(db.wal.head, walHead{gen: 1, base: 1}) {
+		t.Errorf("journal after the upgrade: %+v, want a header (generation 1 after commit 1)", db.wal.head)
+	}
+	db.Close()
+	if ep, err := readEpoch(dir); err != nil || ep.gen == 0 {
+		t.Errorf("epoch after the upgrade: %+v, %v", ep, err)
+	}
 }

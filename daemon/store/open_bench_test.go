@@ -32,9 +32,10 @@ func BenchmarkDecodeLeases(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("WSCHED_BENCH_LEASES")); err == nil && v > 0 {
 		n = v
 	}
-	bin, js := make([][]byte, n), make([][]byte, n)
+	bin, js, keys := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	for i := range n {
 		l := benchLease(i)
+		keys[i] = []byte(l.ID)
 		bin[i] = encodeLease(nil, &l)
 		var err error
 		if js[i], err = json.Marshal(l); err != nil {
@@ -42,18 +43,18 @@ func BenchmarkDecodeLeases(b *testing.B) {
 		}
 	}
 	wrap := func(_ int, err error) error { return err }
-	pass := func(vals [][]byte, decode func([]byte, *placement.Lease) error) time.Duration {
+	pass := func(vals [][]byte, decode func(k, v []byte, l *placement.Lease) error) time.Duration {
 		out := make([]placement.Lease, n)
 		start := time.Now()
-		if err := decodeAll(vals, out, decode, wrap); err != nil {
+		if err := decodeAll(keys, vals, out, decode, wrap); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)
 	}
-	jsonDecode := func(v []byte, l *placement.Lease) error { return json.Unmarshal(v, l) }
+	jsonDecode := func(_, v []byte, l *placement.Lease) error { return json.Unmarshal(v, l) }
 	var tBin, tJSON time.Duration
 	for b.Loop() {
-		tBin += pass(bin, decodeLease)
+		tBin += pass(bin, decodeStored)
 		tJSON += pass(js, jsonDecode)
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }

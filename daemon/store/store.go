@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +32,7 @@ var bucketLeases = []byte("leases")
 type DB struct {
 	db   *bolt.DB
 	dir  string
+	log  *slog.Logger
 	mu   sync.Mutex // serialises the journal
 	wal  *wal
 	seq  uint64 // the commit epoch (epoch.go)
@@ -42,6 +42,13 @@ type DB struct {
 	// reached bbolt, and its deletion is dropped instead of looked up there
 	// (with grant+release churn, most of a journal).
 	folded map[string]struct{}
+	// epochMu serialises writes of wsched.epoch; written is the last one.
+	epochMu sync.Mutex
+	written epoch
+	// checkpoint, when not nil, writes the journal's length to
+	// wsched.epoch shortly after a commit (checkpoint.go).
+	checkpoint *time.Timer
+	closed     bool
 }
 
 var _ placement.Store = (*DB)(nil)
@@ -51,8 +58,9 @@ func Open(dir string) (*DB, error) { return OpenLogged(dir, nil) }
 
 // OpenLogged opens (creating if needed) the database and the lease journal
 // in dir and replays the journal (it is compacted into the database when it
-// has grown, and at Close). A torn journal tail is truncated and logged to
-// log.
+// has grown, and at Close). A torn journal tail is overwritten with zeros
+// and logged to log; any other damage, or a journal or database that does
+// not match wsched.epoch and each other, fails with ErrDamaged.
 func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -61,61 +69,131 @@ func OpenLogged(dir string, log *slog.Logger) (*DB, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	epoch, err := readEpoch(dir)
+	ep, err := readEpoch(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEpoch(path, epoch); err != nil {
+	if err := checkEpoch(path, ep.seq); err != nil {
+		return nil, err
+	}
+	if err := checkSize(path); err != nil {
 		return nil, err
 	}
 	db, err := openBolt(path, bolt.Options{Timeout: time.Second, InitialMmapSize: 64 << 20})
 	if err != nil {
 		return nil, err
 	}
-	var seq uint64
-	err = guard(func() error { return initBolt(db, &seq) })
-	if err == nil && seq < epoch {
-		err = rolledBack(path, seq, epoch)
-	}
-	if err == nil && seq > epoch { // a crash between a fold and its side file
-		err = writeEpoch(dir, seq)
-	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("init %s: %w", path, damaged(err))
-	}
-	d := &DB{db: db, dir: dir, seq: seq, path: path}
-	if d.wal, err = openWAL(filepath.Join(dir, WALName), log); err != nil {
-		db.Close()
+	d := &DB{db: db, dir: dir, log: log, path: path, written: ep}
+	if err := d.open(ep); err != nil {
+		d.closeFiles()
 		return nil, err
 	}
 	return d, nil
 }
 
-// initBolt reads bbolt's commit sequence and creates the leases bucket
-// when missing (without a commit when it exists, so that opening does not
-// add a commit bbolt could fall back to).
-func initBolt(db *bolt.DB, seq *uint64) error {
+// open reads bbolt's commit and opens the journal against it and the
+// epoch, finishing what a crash left half done.
+func (d *DB) open(ep epoch) error {
+	var x expect
+	err := guard(func() error { return initBolt(d.db, &x) })
+	if err == nil {
+		err = guard(func() error { return checkPages(d.db) })
+	}
+	if err == nil && x.size > 0 {
+		if fi, serr := os.Stat(d.path); serr == nil && fi.Size() < x.size {
+			err = fmt.Errorf("%w: the file is %d bytes but its pages reach %d (cut short); %s", ErrDamaged, fi.Size(), x.size, damagedHint)
+		}
+	}
+	if err == nil && x.seq < ep.seq {
+		return rolledBack(d.path, x.seq, ep.seq)
+	}
+	if err != nil {
+		return fmt.Errorf("init %s: %w", d.path, damaged(err))
+	}
+	d.seq = x.seq
+	x.ep = ep
+	if !ep.found && x.gen > 0 && x.seq > 0 {
+		return fmt.Errorf("open %s: %w: %s is missing, but the database records commit %d of journal %d; %s",
+			d.dir, ErrDamaged, EpochName, x.seq, x.gen, damagedHint)
+	}
+	if d.wal, err = openJournal(d.dir, x, d.log); err != nil {
+		return err
+	}
+	if d.wal.head.gen != x.gen { // a new journal, or one a crash left unrecorded
+		gen := d.wal.head.gen
+		if err := guard(func() error { return d.db.Update(func(tx *bolt.Tx) error { return putBoltGen(tx, gen) }) }); err != nil {
+			return fmt.Errorf("record journal %d in %s: %w", gen, d.path, damaged(err))
+		}
+	}
+	if d.wal.legacy { // an earlier version's journal: folded at once
+		if err := d.compact(); err != nil {
+			return fmt.Errorf("fold the lease journal of an earlier version: %w", err)
+		}
+	}
+	if err := d.writeEpoch(d.mark()); err != nil { // what is there is behind, which Open accepts (a full disk)
+		d.log.Warn("cannot update "+EpochName, "err", err)
+	}
+	return nil
+}
+
+// initBolt reads bbolt's commit sequence, journal generation and page
+// count, and creates the leases bucket when missing (without a commit when
+// it exists, so that opening does not add a commit bbolt could fall back
+// to); leases of an earlier version are rewritten with checksums once.
+func initBolt(db *bolt.DB, x *expect) error {
 	ready := false
 	err := db.View(func(tx *bolt.Tx) error {
-		*seq = boltSeq(tx)
+		x.seq, x.gen, x.size = boltSeq(tx), boltGen(tx), tx.Size()
 		meta := tx.Bucket(bucketMeta)
-		ready = tx.Bucket(bucketLeases) != nil && meta != nil && meta.Get(formatKey) != nil
+		ready = tx.Bucket(bucketLeases) != nil && meta != nil && string(meta.Get(formatKey)) == string([]byte{leaseV2})
+		if b := tx.Bucket(bucketLeases); b != nil {
+			x.stored = b.Stats().KeyN
+		}
 		return nil
 	})
 	if err != nil || ready {
 		return err
 	}
-	return db.Update(initLeases) // the buckets, and JSON leases of an earlier version rewritten once
+	return db.Update(initLeases) // the buckets, and leases of an earlier version rewritten once
+}
+
+// checkPages runs bbolt's consistency check over every page: a damaged
+// page that the start does not read (the freelist a later write allocates
+// from, another bucket) is refused now rather than met as a panic later.
+func checkPages(db *bolt.DB) error {
+	return db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("%w: page check: %w; %s", ErrDamaged, err, damagedHint)
+		}
+		return nil
+	})
 }
 
 // Close compacts the lease journal into the database and closes both.
+// A fold that fails (a full disk) leaves the journal, which holds every
+// change.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	err := d.compact()
-	err = errors.Join(err, d.wal.close(), d.db.Close())
-	return err
+	d.closed = true
+	if d.checkpoint != nil {
+		d.checkpoint.Stop()
+		d.checkpoint = nil
+	}
+	err := guard(d.compact)
+	if err != nil && d.wal.broken == nil {
+		d.log.Error("lease journal not folded into the database at close; it is replayed at the next start", "err", err)
+		err = d.writeEpoch(d.mark())
+	}
+	return errors.Join(err, d.closeFiles())
+}
+
+func (d *DB) closeFiles() error {
+	var err error
+	if d.wal != nil {
+		err = d.wal.close()
+	}
+	return errors.Join(err, d.db.Close())
 }
 
 // Bolt exposes the underlying database for packages that keep their own
@@ -172,12 +250,14 @@ func Put(db *bolt.DB, bucket []byte, key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucket)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(key), data)
+	err = guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bucket)
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(key), data)
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("store %s/%s: %w", bucket, key, err)
@@ -187,12 +267,14 @@ func Put(db *bolt.DB, bucket []byte, key string, v any) error {
 
 // Delete removes key from bucket; a missing key is not an error.
 func Delete(db *bolt.DB, bucket []byte, key string) error {
-	err := db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		if b == nil {
-			return nil
-		}
-		return b.Delete([]byte(key))
+	err := guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			if b == nil {
+				return nil
+			}
+			return b.Delete([]byte(key))
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucket, key, err)
@@ -200,17 +282,27 @@ func Delete(db *bolt.DB, bucket []byte, key string) error {
 	return nil
 }
 
-// storedLeases decodes the leases in bbolt, in key order.
+// storedLeases decodes the leases in bbolt, in key order; a value that
+// fails its checksum is ErrDamaged, naming its key.
 func (d *DB) storedLeases() ([]placement.Lease, error) {
-	return list(d.db, bucketLeases, decodeLease)
+	ls, err := list(d.db, bucketLeases, decodeStored)
+	if err != nil && !errors.Is(err, ErrDamaged) {
+		err = fmt.Errorf("%w: %w; %s", ErrDamaged, err, damagedHint)
+	}
+	return ls, err
 }
 
 // List decodes every value of bucket from JSON, in key order.
 func List[T any](db *bolt.DB, bucket []byte) ([]T, error) {
-	return list(db, bucket, func(v []byte, t *T) error { return json.Unmarshal(v, t) })
+	var out []T
+	err := guard(func() (err error) {
+		out, err = list(db, bucket, func(_, v []byte, t *T) error { return json.Unmarshal(v, t) })
+		return err
+	})
+	return out, err
 }
 
-func list[T any](db *bolt.DB, bucket []byte, decode func([]byte, *T) error) ([]T, error) {
+func list[T any](db *bolt.DB, bucket []byte, decode func(k, v []byte, t *T) error) ([]T, error) {
 	var out []T
 	err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
@@ -225,27 +317,30 @@ func list[T any](db *bolt.DB, bucket []byte, decode func([]byte, *T) error) ([]T
 			return err
 		}
 		out = make([]T, len(vals))
-		return decodeAll(vals, out, decode, func(i int, err error) error {
+		return decodeAll(keys, vals, out, decode, func(i int, err error) error {
 			return fmt.Errorf("decode %s/%s: %w", bucket, keys[i], err)
 		})
 	})
 	return out, err
 }
 
-// decodeAll decodes vals[i] into out[i], on every CPU: a daemon restoring
-// 100k leases spends its start-up here.
-func decodeAll[T any](vals [][]byte, out []T, decode func([]byte, *T) error, wrap func(int, error) error) error {
+// decodeAll decodes vals[i] (under keys[i]) into out[i], on every CPU: a
+// daemon restoring 100k leases spends its start-up here. The values are in
+// bbolt's mapping: each worker is guarded against a fault in it.
+func decodeAll[T any](keys, vals [][]byte, out []T, decode func(k, v []byte, t *T) error, wrap func(int, error) error) error {
 	workers := min(runtime.GOMAXPROCS(0), 1+len(vals)/256)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
-			for i := w; i < len(vals); i += workers {
-				if err := decode(vals[i], &out[i]); err != nil {
-					errs[w] = wrap(i, err)
-					return
+			errs[w] = guard(func() error {
+				for i := w; i < len(vals); i += workers {
+					if err := decode(keys[i], vals[i], &out[i]); err != nil {
+						return wrap(i, err)
+					}
 				}
-			}
+				return nil
+			})
 		})
 	}
 	wg.Wait()
@@ -254,17 +349,19 @@ func decodeAll[T any](vals [][]byte, out []T, decode func([]byte, *T) error, wra
 
 // Get decodes one value; found is false when the key is absent.
 func Get[T any](db *bolt.DB, bucket []byte, key string) (t T, found bool, err error) {
-	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(key))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return json.Unmarshal(v, &t)
+	err = guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			if b == nil {
+				return nil
+			}
+			v := b.Get([]byte(key))
+			if v == nil {
+				return nil
+			}
+			found = true
+			return json.Unmarshal(v, &t)
+		})
 	})
 	if err != nil {
 		return t, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
@@ -281,89 +378,4 @@ func (d *DB) SetUnsafeNoFsync(off bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.wal.noFsync = off
-}
-
-// Apply makes several lease changes durable together: appended to the
-// lease journal with one fdatasync for a whole group of grants and
-// releases (placement's group commit). When the journal has grown past
-// walCompactBytes its changes are written into bbolt and it starts over.
-func (d *DB) Apply(changes []placement.Change) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.wal.append(changes); err != nil {
-		return fmt.Errorf("commit %d lease changes: %w", len(changes), err)
-	}
-	if d.wal.size >= walCompactBytes {
-		return d.compact()
-	}
-	return nil
-}
-
-// writeNet writes the journal's net changes for ids (in key order: bbolt
-// inserts into sorted pages, and keys in map order cost a copy of the page's
-// tail each — seconds of memmove at 100k) into the leases bucket.
-func writeNet(b *bolt.Bucket, ids []string, pending map[string]*placement.Lease) error {
-	for _, id := range ids {
-		l := pending[id]
-		if l == nil {
-			if err := b.Delete([]byte(id)); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := b.Put([]byte(id), encodeLease(nil, l)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// compact writes the journal's changes into bbolt in one transaction, then
-// empties the journal. A crash between the two replays the journal over
-// what bbolt already has: the same result.
-func (d *DB) compact() error {
-	if len(d.wal.pending) == 0 {
-		return nil // an empty journal: nothing to fold, PrevWALName stays
-	}
-	next := d.seq + 1
-	// In key order: bbolt inserts into sorted pages, and keys in map order
-	// cost a copy of the page's tail each (seconds of memmove at 100k).
-	folded := d.folded
-	var ids []string
-	err := d.db.Update(func(tx *bolt.Tx) error {
-		if err := putBoltSeq(tx, next); err != nil {
-			return err
-		}
-		b := tx.Bucket(bucketLeases)
-		if folded == nil {
-			folded = map[string]struct{}{}
-			if err := b.ForEach(func(k, _ []byte) error { folded[string(k)] = struct{}{}; return nil }); err != nil {
-				return err
-			}
-		}
-		ids = ids[:0]
-		for id, l := range d.wal.pending {
-			if _, in := folded[id]; l != nil || in {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
-		return writeNet(b, ids, d.wal.pending)
-	})
-	if err != nil {
-		return fmt.Errorf("compact lease journal: %w", err)
-	}
-	for _, id := range ids {
-		if d.wal.pending[id] == nil {
-			delete(folded, id)
-		} else {
-			folded[id] = struct{}{}
-		}
-	}
-	d.folded = folded
-	d.seq = next
-	if err := writeEpoch(d.dir, next); err != nil { // bbolt one ahead is safe
-		return fmt.Errorf("compact lease journal: %w", err)
-	}
-	return d.wal.reset()
 }

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -19,34 +16,60 @@ import (
 // The lease journal (in the style of etcd's WAL): lease changes are
 // appended to leases.wal as records and made durable with one fdatasync per
 // group commit, where a bbolt transaction costs two. Every walCompactBytes
-// the changes are written into bbolt in one transaction and the journal
-// starts over; recovery is bbolt's leases with the journal replayed over
-// them. A record is
+// the changes are written into bbolt in one transaction and a new journal
+// starts; recovery is bbolt's leases with the journal replayed over them.
 //
-//	length uint32 (little endian) | CRC-32C of the payload uint32 | payload
+// The file starts with a header (walFileHeader bytes):
 //
-// with a payload of walPut and the lease's stored form (leasecodec.go), or
-// walDel and the lease ID; journals of earlier versions have JSON payloads
-// {"put": lease} or {"del": id}, still read. A torn tail (a record
-// cut short, or whose CRC does not match, as a crash in mid-write leaves
-// it) ends the journal: it is truncated there, with a log line.
+//	"WSCHEDJ2" | generation uint64 | base commit uint64 | CRC-32C of the 24 bytes before it uint32 | 4 zero bytes
+//
+// The generation numbers the journals of a state directory (each fold
+// starts the next one); bbolt's meta bucket and wsched.epoch record the
+// generation that follows their commit, and the base commit is the bbolt
+// commit sequence the journal is replayed over, so a journal that is
+// missing, emptied, of another generation or over another commit is found
+// (walopen.go). A record is
+//
+//	length uint32 | CRC-32C of generation, length and payload uint32 | payload | walEnd
+//
+// (integers little endian) with a payload of walPut and the lease's stored
+// form (leasecodec.go), or walDel and the lease ID. The trailing walEnd
+// byte (never zero) tells a record that is complete but damaged from one
+// whose end was never written.
 //
 // The file is grown ahead of the records by walChunk of zeros at a time
 // (as etcd preallocates its segments): a commit then overwrites blocks the
 // file already has, and its fdatasync flushes data only — no file size or
 // extent change for the filesystem to journal (on ext4 a third less time
 // and CPU per commit than appending; see BenchmarkJournalCommit). Zeros
-// where the next record's header would be are the journal's clean end.
+// where the next record's header would be are the journal's clean end. The
+// zeros also keep room for a deletion of every stored lease (walReserve),
+// so that on a full disk releases are still written (grants fail first).
+//
+// Journals of earlier versions (no header; records without walEnd, the
+// CRC over the payload only, payloads also in JSON) are still read, and
+// folded into bbolt at once (walopen.go).
 
 // WALName is the journal file inside the state directory.
 const WALName = "leases.wal"
 
+// nextWALName is the next journal, created (with its header, synced)
+// before the fold that it follows.
+const nextWALName = WALName + ".next"
+
 const (
-	walHeader       = 8
-	walMaxRecord    = 1 << 20 // a lease is a few hundred bytes
-	walCompactBytes = 8 << 20
-	walChunk        = 1 << 20 // zeros the file grows by ahead of the records
+	walMagic      = "WSCHEDJ2"
+	walFileHeader = 32
+	walHeader     = 8
+	walMaxRecord  = 1 << 20 // a lease is a few hundred bytes
+	walEnd        = 0xE5
+	walChunk      = 1 << 20 // zeros the file grows by ahead of the records
+	// walDelReserve is the room kept per stored lease for its deletion
+	// record (a lease ID of up to 32 bytes).
+	walDelReserve = walHeader + 1 + 32 + 1
 )
+
+var walCompactBytes int64 = 8 << 20
 
 // The first byte of a binary payload.
 const (
@@ -62,30 +85,85 @@ type walRecord struct {
 	Del string           `json:"del,omitempty"`
 }
 
-// errTorn marks the end of the valid records.
-var errTorn = errors.New("torn record")
+// walHead is a journal's header.
+type walHead struct {
+	gen, base uint64
+}
 
-// decodeRecord reads the record at the start of b and returns it with its
-// size, io.EOF at the clean end, or errTorn.
-func decodeRecord(b []byte) (walRecord, int, error) {
-	if len(b) == 0 {
-		return walRecord{}, 0, io.EOF
+func appendHead(b []byte, h walHead) []byte {
+	at := len(b)
+	b = append(b, walMagic...)
+	b = binary.LittleEndian.AppendUint64(b, h.gen)
+	b = binary.LittleEndian.AppendUint64(b, h.base)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[at:], crcTable))
+	return append(b, 0, 0, 0, 0)
+}
+
+// decodeHead reads a journal's header; ok is false when data does not
+// start with one (a journal of an earlier version, or a damaged header).
+func decodeHead(data []byte) (h walHead, ok bool) {
+	if len(data) < walFileHeader || string(data[:8]) != walMagic {
+		return h, false
 	}
+	if crc32.Checksum(data[:24], crcTable) != binary.LittleEndian.Uint32(data[24:]) {
+		return h, false
+	}
+	return walHead{gen: binary.LittleEndian.Uint64(data[8:]), base: binary.LittleEndian.Uint64(data[16:])}, true
+}
+
+// recordSum is a record's CRC: of the generation, the length and the
+// payload.
+func recordSum(gen uint64, payload []byte) uint32 {
+	var pre [12]byte
+	binary.LittleEndian.PutUint64(pre[:], gen)
+	binary.LittleEndian.PutUint32(pre[8:], uint32(len(payload)))
+	return crc32.Update(crc32.Checksum(pre[:], crcTable), crcTable, payload)
+}
+
+// errRecord is a record that does not decode.
+var errRecord = errors.New("bad record")
+
+// decodeRecord reads the record of journal generation gen at the start of
+// b and returns it with its size, or errRecord.
+func decodeRecord(b []byte, gen uint64) (walRecord, int, error) {
 	if len(b) < walHeader {
-		return walRecord{}, 0, fmt.Errorf("%w: %d-byte header", errTorn, len(b))
+		return walRecord{}, 0, fmt.Errorf("%w: %d-byte header", errRecord, len(b))
 	}
 	n := binary.LittleEndian.Uint32(b)
-	sum := binary.LittleEndian.Uint32(b[4:])
-	if n == 0 || n > walMaxRecord || int(n) > len(b)-walHeader {
-		return walRecord{}, 0, fmt.Errorf("%w: length %d with %d bytes left", errTorn, n, len(b)-walHeader)
+	if n == 0 || n > walMaxRecord || int(n) > len(b)-walHeader-1 {
+		return walRecord{}, 0, fmt.Errorf("%w: length %d with %d bytes left", errRecord, n, len(b)-walHeader)
 	}
 	payload := b[walHeader : walHeader+int(n)]
-	if crc32.Checksum(payload, crcTable) != sum {
-		return walRecord{}, 0, fmt.Errorf("%w: CRC mismatch", errTorn)
+	if b[walHeader+int(n)] != walEnd {
+		return walRecord{}, 0, fmt.Errorf("%w: no end mark", errRecord)
+	}
+	if recordSum(gen, payload) != binary.LittleEndian.Uint32(b[4:]) {
+		return walRecord{}, 0, fmt.Errorf("%w: CRC mismatch", errRecord)
 	}
 	r, err := decodePayload(payload)
 	if err != nil {
-		return walRecord{}, 0, fmt.Errorf("%w: bad payload: %w", errTorn, err)
+		return walRecord{}, 0, fmt.Errorf("%w: bad payload: %w", errRecord, err)
+	}
+	return r, walHeader + int(n) + 1, nil
+}
+
+// decodeLegacyRecord reads a record of a journal of an earlier version:
+// no end mark, the CRC over the payload only.
+func decodeLegacyRecord(b []byte) (walRecord, int, error) {
+	if len(b) < walHeader {
+		return walRecord{}, 0, fmt.Errorf("%w: %d-byte header", errRecord, len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n == 0 || n > walMaxRecord || int(n) > len(b)-walHeader {
+		return walRecord{}, 0, fmt.Errorf("%w: length %d with %d bytes left", errRecord, n, len(b)-walHeader)
+	}
+	payload := b[walHeader : walHeader+int(n)]
+	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[4:]) {
+		return walRecord{}, 0, fmt.Errorf("%w: CRC mismatch", errRecord)
+	}
+	r, err := decodePayload(payload)
+	if err != nil {
+		return walRecord{}, 0, fmt.Errorf("%w: bad payload: %w", errRecord, err)
 	}
 	return r, walHeader + int(n), nil
 }
@@ -116,8 +194,8 @@ func decodePayload(p []byte) (walRecord, error) {
 	return r, nil
 }
 
-// appendRecord appends r's encoding to b.
-func appendRecord(b []byte, r walRecord) []byte {
+// appendRecord appends r's encoding for journal generation gen to b.
+func appendRecord(b []byte, gen uint64, r walRecord) []byte {
 	at := len(b)
 	b = append(b, make([]byte, walHeader)...)
 	if r.Put != nil {
@@ -127,72 +205,33 @@ func appendRecord(b []byte, r walRecord) []byte {
 	}
 	payload := b[at+walHeader:]
 	binary.LittleEndian.PutUint32(b[at:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(b[at+4:], crc32.Checksum(payload, crcTable))
-	return b
+	binary.LittleEndian.PutUint32(b[at+4:], recordSum(gen, payload))
+	return append(b, walEnd)
 }
 
 // wal is the open journal. Its owner (DB) serialises calls.
 type wal struct {
-	f     *os.File
-	size  int64 // end of the records
-	alloc int64 // file size: zeros from size to alloc
+	f      *os.File
+	head   walHead
+	legacy bool  // an earlier version's journal (folded at once)
+	size   int64 // end of the records
+	alloc  int64 // file size: zeros from size to alloc
 	// noFsync skips the commit's fdatasync (DB.SetUnsafeNoFsync).
 	noFsync bool
-	buf     []byte
+	// broken, once set, fails every append: a failed write could not be
+	// undone, and what the file holds is not known.
+	broken error
+	buf    []byte
 	// pending is the net effect of the journal since the last compaction:
 	// lease ID → lease, or nil when deleted.
 	pending map[string]*placement.Lease
+	// stored counts the leases bbolt holds (walReserve).
+	stored int
 }
 
-// openWAL opens path, replays its records into pending and truncates a
-// torn tail.
-func openWAL(path string, log *slog.Logger) (*wal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lease journal: %w", err)
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("read lease journal: %w", err)
-	}
-	w := &wal{f: f}
-	var off int
-	var torn error
-	w.pending, _, off, torn = replay(data)
-	if torn != nil {
-		log.Warn("lease journal: torn tail truncated", "file", path, "offset", off, "dropped_bytes", len(data)-off, "err", torn)
-		if err := w.truncate(int64(off)); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	w.size = int64(off)
-	if torn == nil {
-		w.alloc = int64(len(data)) // the zeros past the records stay
-	}
-	return w, nil
-}
-
-// replay decodes the journal's records into their net effect; off is the
-// end of the valid records and torn, when not nil, why the rest is not.
-func replay(data []byte) (pending map[string]*placement.Lease, records, off int, torn error) {
-	pending = map[string]*placement.Lease{}
-	for {
-		if allZero(data[off:]) { // the end, or the zeros the file was grown by
-			return pending, records, off, nil
-		}
-		r, n, err := decodeRecord(data[off:])
-		if errors.Is(err, io.EOF) {
-			return pending, records, off, nil
-		}
-		if err != nil {
-			return pending, records, off, err
-		}
-		apply(pending, r)
-		records++
-		off += n
-	}
+// reserve is the room kept past the records for deleting every lease.
+func (w *wal) reserve() int64 {
+	return int64(w.stored+len(w.pending)) * walDelReserve
 }
 
 func apply(pending map[string]*placement.Lease, r walRecord) {
@@ -204,44 +243,68 @@ func apply(pending map[string]*placement.Lease, r walRecord) {
 }
 
 // append writes changes as records and makes them durable with one
-// fdatasync.
+// fdatasync. A batch that grants needs the deletion reserve behind it; a
+// batch of deletions only may use the reserve.
 func (w *wal) append(changes []placement.Change) error {
+	if w.broken != nil {
+		return fmt.Errorf("lease journal unusable after a failed write: %w", w.broken)
+	}
 	w.buf = w.buf[:0]
 	var recs []walRecord
+	puts := 0
 	for _, c := range changes {
 		var r walRecord
 		switch {
 		case c.Put != nil:
 			l := *c.Put
 			r.Put = &l
+			puts++
 		case c.Delete != "":
 			r.Del = c.Delete
 		default:
 			continue
 		}
-		w.buf = appendRecord(w.buf, r)
+		w.buf = appendRecord(w.buf, w.head.gen, r)
 		recs = append(recs, r)
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := w.grow(int64(len(w.buf))); err != nil {
-		_ = w.truncate(w.size)
+	need := int64(len(w.buf))
+	if puts > 0 {
+		need += w.reserve() + int64(puts)*walDelReserve
+	}
+	if err := w.grow(need); err != nil && (puts > 0 || w.size+int64(len(w.buf)) > w.alloc) {
 		return err
 	}
 	if _, err := w.f.WriteAt(w.buf, w.size); err != nil {
-		_ = w.truncate(w.size) // drop a partial write
-		return fmt.Errorf("append to lease journal: %w", err)
+		return w.undo(fmt.Errorf("append to lease journal: %w", err))
 	}
 	if err := w.sync(); err != nil {
-		_ = w.truncate(w.size)
-		return fmt.Errorf("fdatasync lease journal: %w", err)
+		return w.undo(fmt.Errorf("fdatasync lease journal: %w", err))
 	}
 	w.size += int64(len(w.buf))
 	for _, r := range recs {
 		apply(w.pending, r)
 	}
 	return nil
+}
+
+// undo overwrites what a failed append may have written with zeros (in
+// place: no space is needed) so that it is not replayed; when that fails
+// too the journal is unusable.
+func (w *wal) undo(err error) error {
+	end := min(w.size+int64(len(w.buf)), w.alloc)
+	if end > w.size {
+		_, zerr := w.f.WriteAt(make([]byte, end-w.size), w.size)
+		if zerr == nil {
+			zerr = unix.Fdatasync(int(w.f.Fd()))
+		}
+		if zerr != nil {
+			w.broken = errors.Join(err, zerr)
+		}
+	}
+	return err
 }
 
 func (w *wal) sync() error {
@@ -251,29 +314,21 @@ func (w *wal) sync() error {
 	return unix.Fdatasync(int(w.f.Fd()))
 }
 
-// grow makes sure n more bytes of records fit in the file, writing zeros
-// past its end a walChunk at a time (their fdatasync is the next commit's).
+// grow makes sure n more bytes fit in the file past the records, writing
+// zeros past its end a walChunk at a time (their fdatasync is the next
+// commit's).
 func (w *wal) grow(n int64) error {
 	if w.size+n <= w.alloc {
 		return nil
 	}
 	to := (w.size + n + walChunk - 1) / walChunk * walChunk
 	if _, err := w.f.WriteAt(make([]byte, to-w.alloc), w.alloc); err != nil {
+		if fi, serr := w.f.Stat(); serr == nil && fi.Size() > w.alloc {
+			w.alloc = fi.Size() // the zeros that were written stay usable
+		}
 		return fmt.Errorf("grow lease journal: %w", err)
 	}
 	w.alloc = to
-	return nil
-}
-
-// truncate cuts the journal to size and syncs it.
-func (w *wal) truncate(size int64) error {
-	if err := w.f.Truncate(size); err != nil {
-		return fmt.Errorf("truncate lease journal: %w", err)
-	}
-	if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
-		return fmt.Errorf("fdatasync lease journal: %w", err)
-	}
-	w.size, w.alloc = size, size
 	return nil
 }
 
@@ -297,25 +352,5 @@ func allZero(b []byte) bool {
 // the next fold: if bbolt loses that fold (a damaged meta page), `wsched
 // state repair` replays it over the commit bbolt fell back to.
 const PrevWALName = WALName + ".prev"
-
-// reset starts a new journal once the changes are in bbolt; the folded
-// one becomes PrevWALName.
-func (w *wal) reset() error {
-	dir := filepath.Dir(w.f.Name())
-	if err := os.Rename(w.f.Name(), filepath.Join(dir, PrevWALName)); err != nil {
-		return fmt.Errorf("keep the folded lease journal: %w", err)
-	}
-	f, err := os.OpenFile(w.f.Name(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("start a new lease journal: %w", err)
-	}
-	_ = w.f.Close()
-	w.f, w.size, w.alloc = f, 0, 0
-	clear(w.pending)
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("start a new lease journal: %w", err)
-	}
-	return nil
-}
 
 func (w *wal) close() error { return w.f.Close() }

@@ -48,7 +48,7 @@ func (u *Upkeep) Recover(ctx context.Context) error {
 			gone = append(gone, placement.Change{Delete: l.ID})
 			continue
 		}
-		l.PIDs = u.alive(l.PIDs)
+		u.alive(&l)
 		u.resumeTTL(&l, now)
 		keep = append(keep, l)
 	}
@@ -153,15 +153,19 @@ func (u *Upkeep) resumeTTL(l *placement.Lease, now time.Time) {
 	l.Expires = now.Add(l.TTL)
 }
 
-// alive returns the pids that still run.
-func (u *Upkeep) alive(pids []int) []int {
+// alive keeps the lease's added PIDs that still run and are the processes
+// that were added (the same start time, where it was stored): a PID the
+// kernel has given to another process since is dropped, not counted.
+func (u *Upkeep) alive(l *placement.Lease) {
 	var live []int
-	for _, pid := range pids {
-		if procwatch.Alive(u.opts.ProcRoot, pid, 0) {
+	for _, pid := range l.PIDs {
+		if procwatch.Alive(u.opts.ProcRoot, pid, l.PIDStarts[pid]) {
 			live = append(live, pid)
+			continue
 		}
+		delete(l.PIDStarts, pid)
 	}
-	return live
+	l.PIDs = live
 }
 
 // watchLeases watches the leases' holders and registered processes, each
@@ -181,6 +185,12 @@ func (u *Upkeep) watchLeases(leases []placement.Lease) {
 				continue
 			}
 			pids[pid] = struct{}{}
+			if start := l.PIDStarts[pid]; start != 0 {
+				if err := u.opts.Watcher.WatchProcess(u.opts.ProcRoot, pid, start); err != nil {
+					u.log.Warn("cannot watch lease process", "pid", pid, "err", err)
+				}
+				continue
+			}
 			if err := u.opts.Watcher.Watch(pid); err != nil {
 				u.log.Warn("cannot watch lease process", "pid", pid, "err", err)
 			}

@@ -126,6 +126,15 @@ type Jobs struct {
 	// MaxActive bounds the jobs placed at once; more wait by priority (was
 	// [backends] max_active_jobs).
 	MaxActive int `toml:"max_active"`
+	// MaxJobs bounds the jobs kept, all users together (pending, running
+	// and finished until ResultTTL); beyond it submissions get 503.
+	MaxJobs int `toml:"max_jobs"`
+	// MaxSegments bounds the segments of one job's result; a backend that
+	// returns more fails the job. 0: no limit.
+	MaxSegments int `toml:"max_segments"`
+	// MaxResultBytes bounds the text of one job's result (the transcript
+	// and its segments' texts together); more fails the job. 0: no limit.
+	MaxResultBytes units.Bytes `toml:"max_result_bytes"`
 	// MaxUpload bounds an uploaded audio file.
 	MaxUpload units.Bytes `toml:"max_upload"`
 	// SpoolDir holds uploads (and audio copied from paths) until their

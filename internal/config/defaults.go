@@ -53,5 +53,6 @@ func Defaults() *Config {
 	}
 	connDefaults(&c.Daemon)
 	spoolDefaults(&c.Jobs)
+	jobTableDefaults(&c.Jobs, &c.Limits)
 	return c
 }

@@ -21,6 +21,10 @@ type Limits struct {
 	ActiveJobs int `toml:"active_jobs"`
 	// StoredJobs bounds the jobs of one uid kept, finished ones included.
 	StoredJobs int `toml:"stored_jobs"`
+	// TokenActiveJobs and TokenStoredJobs are active_jobs and stored_jobs
+	// for the holder of [daemon] http_token (all TCP clients together).
+	TokenActiveJobs int `toml:"token_active_jobs"`
+	TokenStoredJobs int `toml:"token_stored_jobs"`
 	// Subscribers bounds the event streams (/v1/events, the monitor's) of
 	// one uid.
 	Subscribers int `toml:"subscribers"`
@@ -44,7 +48,7 @@ func (l Limits) validate() error {
 		key string
 		n   int
 	}{{"leases", l.Leases}, {"queued", l.Queued}, {"active_jobs", l.ActiveJobs}, {"stored_jobs", l.StoredJobs}, {"subscribers", l.Subscribers},
-		{"token_subscribers", l.TokenSubscribers}} {
+		{"token_subscribers", l.TokenSubscribers}, {"token_active_jobs", l.TokenActiveJobs}, {"token_stored_jobs", l.TokenStoredJobs}} {
 		if v.n < 0 {
 			return bad("limits."+v.key, "%d is not allowed: want 0 (no limit) or more", v.n)
 		}

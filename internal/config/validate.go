@@ -111,6 +111,9 @@ func (j Jobs) validate() error {
 	case j.MaxUpload < units.Bytes(units.KiB):
 		return bad("jobs.max_upload", "%s is not allowed: want at least 1KiB", j.MaxUpload.Exact())
 	}
+	if err := j.validateTable(); err != nil {
+		return err
+	}
 	return j.validateSpool()
 }
 

@@ -41,6 +41,8 @@ type Options struct {
 	Sizer    *Sizer
 	Learn    Learner
 	Log      *slog.Logger
+	// Bounds are [jobs] max_segments and max_result_bytes.
+	Bounds ResultBounds
 }
 
 // Runner runs one attempt of a job: the model from the registry, its memory
@@ -53,6 +55,7 @@ type Runner struct {
 	sizer    *Sizer
 	learn    Learner
 	log      *slog.Logger
+	bounds   ResultBounds
 }
 
 var _ jobs.Executor = (*Runner)(nil)
@@ -63,7 +66,7 @@ func New(opts Options) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{models: opts.Models, backends: opts.Backends, sizer: opts.Sizer, learn: opts.Learn, log: log}
+	return &Runner{models: opts.Models, backends: opts.Backends, sizer: opts.Sizer, learn: opts.Learn, log: log, bounds: opts.Bounds}
 }
 
 // pluginFor names the backend executable that serves a model's backend
@@ -116,15 +119,27 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	defer release()
 	l := inst.Lease()
 	rep.Processing()
+	tally := r.bounds.tally()
 	res, err := inst.Transcribe(ctx, transcribeRequest(m, job), func(ev plugins.Event) error {
 		switch ev.Kind {
 		case plugins.EventProgress:
 			rep.Progress(ev.Percent)
 		case plugins.EventSegment:
+			if err := tally.segment(ev.Segment.Text); err != nil {
+				return err // the call is cancelled: the backend stops
+			}
 			rep.Segment(transcript.Segment{ID: ev.Segment.Index, Start: ev.Segment.Start, End: ev.Segment.End, Text: ev.Segment.Text})
 		}
 		return nil
 	})
+	if tally.err != nil { // stopped at the bound: say that, not how the call ended
+		return transcript.Transcript{}, tally.err
+	}
+	if err == nil {
+		if err := r.bounds.check(res); err != nil {
+			return transcript.Transcript{}, err
+		}
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -132,6 +147,9 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
 			return transcript.Transcript{}, r.outOfMemory(m, job, l, inst.Memory(), jobFailure("transcribe", err))
+		}
+		if errors.Is(err, plugins.ErrBadAudio) {
+			return transcript.Transcript{}, badAudio(err, job.Spec.AudioPath)
 		}
 		return transcript.Transcript{}, jobFailure("transcribe", err)
 	}

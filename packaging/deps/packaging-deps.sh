@@ -6,7 +6,8 @@
 #   systemd      systemd-analyze (unit verification) and systemd-socket-activate; neither needs systemd
 #                running as PID 1
 #   lintian      checks the built .deb files
-#   debootstrap  builds the minimal Debian roots used by the install test
+#   debootstrap  builds the minimal Debian roots used by the install test (and the systemd test's)
+#   systemd-container  systemd-nspawn, which boots the systemd test's root (make systemd-test)
 #
 # Environment: PACKAGING_CACHE (default /var/cache/wsched-packaging), PACKAGING_SUITE (default
 # bookworm, the oldest Debian the package supports), PACKAGING_MIRROR (default http://deb.debian.org/debian).
@@ -21,7 +22,7 @@ cache=${PACKAGING_CACHE:-/var/cache/wsched-packaging}
 suite=${PACKAGING_SUITE:-bookworm}
 mirror=${PACKAGING_MIRROR:-http://deb.debian.org/debian}
 
-apt_install systemd lintian debootstrap
+apt_install systemd lintian debootstrap systemd-container
 report_installed
 
 # Two roots, cached as tarballs: "minbase" has no systemd at all (a minimal container), "systemd" has the

@@ -18,7 +18,7 @@ suite=${PACKAGING_SUITE:-bookworm}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 wsched_deb=$(ls "$dist"/wsched_*.deb)
-backend_deb=$(ls "$dist"/wsched-backend-whisper_*.deb 2>/dev/null || true)
+backend_debs=$(ls "$dist"/wsched-backend-*_*.deb 2>/dev/null || true)
 
 fail() {
 	echo "install-test: FAIL: $*" >&2
@@ -39,7 +39,7 @@ for flavour in minbase systemd; do
 	tarball="$cache/$suite-$flavour.tar"
 	[ -f "$tarball" ] || fail "$tarball missing: run make deps (packaging/deps/packaging-deps.sh)"
 	root=$(mktemp -d "${TMPDIR:-/tmp}/wsched-root-$flavour.XXXXXX")
-	trap 'rm -rf "$root" "$root.gotest"' EXIT
+	trap 'rm -rf "$root" "$root.gotest" "$root.dpkg"' EXIT
 	tar -C "$root" -xf "$tarball"
 	echo "install-test: $flavour: dpkg --root=$root -i $(basename "$wsched_deb")"
 
@@ -59,15 +59,18 @@ for flavour in minbase systemd; do
 		echo "install-test: systemd: systemd-analyze verify --root: ok"
 	fi
 
-	if [ -n "$backend_deb" ]; then
-		# libwhisper1 is not in every suite (not in bookworm): install the files and run the scripts,
-		# but do not let the missing library stop the test.
-		dpkg --root="$root" --force-depends -i "$backend_deb" >/dev/null 2>&1 ||
-			fail "$flavour: backend install failed"
-		[ -x "$root/usr/lib/wsched/plugins/wsched-backend-whisper" ] ||
-			fail "$flavour: backend not in /usr/lib/wsched/plugins"
-		dpkg --root="$root" --force-depends -r wsched-backend-whisper >/dev/null || fail "$flavour: backend removal failed"
-	fi
+	# The backends: every dependency must be in the root already (bookworm's own packages; the
+	# libraries bookworm lacks are in the packages), so plain dpkg -i, no --force-depends.
+	for deb in $backend_debs; do
+		name=$(dpkg-deb -f "$deb" Package)
+		dpkg --root="$root" -i "$deb" >"$root.dpkg" 2>&1 || {
+			cat "$root.dpkg" >&2
+			fail "$flavour: $name: dpkg -i failed (a dependency bookworm lacks?)"
+		}
+		[ -x "$root/usr/lib/wsched/plugins/$name" ] || fail "$flavour: $name not in /usr/lib/wsched/plugins"
+		dpkg --root="$root" -r "$name" >/dev/null || fail "$flavour: $name removal failed"
+		[ ! -e "$root/usr/lib/wsched/lib/${name#wsched-backend-}" ] || fail "$flavour: $name left its libraries"
+	done
 
 	# Removal keeps the conffile, purge removes it and the state; neither may fail without systemd.
 	mkdir -p "$root/var/lib/wsched" && touch "$root/var/lib/wsched/state.db"
@@ -80,7 +83,7 @@ for flavour in minbase systemd; do
 	[ ! -e "$root/etc/systemd/system/sockets.target.wants/wsched.socket" ] ||
 		fail "$flavour: socket still enabled after purge"
 
-	rm -rf "$root" "$root.gotest"
+	rm -rf "$root" "$root.gotest" "$root.dpkg"
 	trap - EXIT
 	echo "install-test: $flavour: ok"
 done

@@ -238,3 +238,29 @@ func TestParseSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainHTTPServerApp: an app on Python's http.server that reads
+// Content-Length bytes and parses the form with the email parser (no
+// chunked decoding, 411 without a length) gets the audio and the fields
+// intact.
+func TestPlainHTTPServerApp(t *testing.T) {
+	testApp(t) // python3
+	dir, err := filepath.Abs("testdata/stdlibapp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t)
+	s := Settings{Name: "plain", Command: []string{"python3", "main.py"}, Env: map[string]string{"PYTHONDONTWRITEBYTECODE": "1"},
+		Protocol: ProtocolMultipart, StartTimeout: 30 * time.Second}
+	if _, err := b.Load(context.Background(), plugins.LoadRequest{ModelPath: dir, Device: "cuda:0", Extra: s.Extra()}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Transcribe(context.Background(), plugins.TranscribeRequest{AudioPath: jfk(t), Language: "en"}, noEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(jfk(t))
+	if want := fmt.Sprintf("got %d bytes lang=en", st.Size()); res.Text != want {
+		t.Errorf("the app received %q, want %q", res.Text, want)
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,35 +59,38 @@ func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest,
 	return res, nil
 }
 
-// post sends the request and returns the 2xx answer's body.
+// post sends the request and returns the 2xx answer's body. The body has
+// a Content-Length (the audio's size is known): apps built on a plain HTTP
+// server read that many bytes and do not decode a chunked body.
 func (b *Backend) post(ctx context.Context, a *app, req plugins.TranscribeRequest) ([]byte, error) {
 	route := a.s.Path
 	if req.Translate {
 		route = strings.Replace(route, "/transcriptions", "/translations", 1)
 	}
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() { pw.CloseWithError(writeForm(mw, a.s, req)) }()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+route, pr)
+	body, contentType, size, err := formBody(a.s, req)
 	if err != nil {
-		pr.Close()
+		return nil, fmt.Errorf("exec backend: %w: %w", plugins.ErrBadAudio, err)
+	}
+	defer body.Close()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+route, body)
+	if err != nil {
 		return nil, fmt.Errorf("exec backend: %w", err)
 	}
-	hreq.Header.Set("Content-Type", mw.FormDataContentType())
+	hreq.ContentLength = size
+	hreq.Header.Set("Content-Type", contentType)
 	resp, err := b.client.Do(hreq)
 	if err != nil {
-		pr.Close()
 		return nil, a.callFailed(ctx, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, a.callFailed(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, answerError(a, resp.Status, resp.StatusCode, body)
+		return nil, answerError(a, resp.Status, resp.StatusCode, answer)
 	}
-	return body, nil
+	return answer, nil
 }
 
 // callFailed classifies a failed call: cancelled, or the app is gone or
@@ -124,14 +129,39 @@ func answerError(a *app, status string, code int, body []byte) error {
 	return fmt.Errorf("exec backend: %w: %s answered %s: %s", kind, a.describe(), status, msg)
 }
 
-// writeForm writes the multipart body: the audio and the fields the
-// protocol sends.
-func writeForm(mw *multipart.Writer, s Settings, req plugins.TranscribeRequest) error {
+// formBody returns the multipart body — the fields the protocol sends, then
+// the audio — as the form's head, the file and its tail, with its content
+// type and exact length.
+func formBody(s Settings, req plugins.TranscribeRequest) (io.ReadCloser, string, int64, error) {
 	f, err := os.Open(req.AudioPath)
 	if err != nil {
-		return err
+		return nil, "", 0, err
 	}
-	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, "", 0, err
+	}
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	if err := writeFields(mw, s, req); err != nil {
+		f.Close()
+		return nil, "", 0, err
+	}
+	tail := "\r\n--" + mw.Boundary() + "--\r\n" // what mw.Close writes after the last part
+	size := int64(head.Len()) + st.Size() + int64(len(tail))
+	r := io.MultiReader(&head, io.NewSectionReader(f, 0, st.Size()), strings.NewReader(tail))
+	return readCloser{r, f}, mw.FormDataContentType(), size, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// writeFields writes the fields the protocol sends and the audio part's
+// header; the audio itself follows.
+func writeFields(mw *multipart.Writer, s Settings, req plugins.TranscribeRequest) error {
 	name := filepath.Base(req.AudioPath)
 	lang := req.Language
 	fields := map[string]string{}
@@ -147,22 +177,16 @@ func writeForm(mw *multipart.Writer, s Settings, req plugins.TranscribeRequest) 
 		// SenseVoice's api.py reads keys (one name per file) and lang.
 		fields["keys"], fields["lang"], fields["language"] = strings.TrimSuffix(name, filepath.Ext(name)), lang, lang
 	}
-	for k, v := range fields {
-		if v == "" {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if fields[k] == "" {
 			continue
 		}
-		if err := mw.WriteField(k, v); err != nil {
+		if err := mw.WriteField(k, fields[k]); err != nil {
 			return err
 		}
 	}
-	part, err := mw.CreateFormFile(field, name)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(part, f); err != nil {
-		return err
-	}
-	return mw.Close()
+	_, err := mw.CreateFormFile(field, name)
+	return err
 }
 
 // mapAnswer reads the app's answer by protocol.

@@ -146,7 +146,7 @@ const maxSeconds = 24 * 3600
 
 func seconds(v any) (time.Duration, bool) {
 	f, ok := number(v)
-	if !ok || f < 0 || f > maxSeconds {
+	if !ok || !(f >= 0 && f <= maxSeconds) { // NaN fails both
 		return 0, false
 	}
 	return time.Duration(f * float64(time.Second)), true
@@ -154,7 +154,7 @@ func seconds(v any) (time.Duration, bool) {
 
 func millis(v any) (time.Duration, bool) {
 	f, ok := number(v)
-	if !ok || f < 0 || f > maxSeconds*1000 {
+	if !ok || !(f >= 0 && f <= maxSeconds*1000) {
 		return 0, false
 	}
 	return time.Duration(f * float64(time.Millisecond)), true

@@ -173,15 +173,18 @@ func crashedErr(p *process, err error) bool {
 // emit. If the backend dies (or answers plugins.ErrUnavailable) during the
 // call, the host restarts it under the same lease and reloads the model
 // before returning the error, which unwraps to plugins.ErrUnavailable; a
-// second call then runs on the new process.
+// second call then runs on the new process. Progress and segments are
+// repaired on the way in (sanitizer): no NaN, ±Inf or negative time passes.
 func (i *Instance) Transcribe(ctx context.Context, req plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
 	p, err := i.current()
 	if err != nil {
 		return plugins.Result{}, err
 	}
-	res, err := p.backend.Transcribe(ctx, req, emit)
+	san := &sanitizer{log: i.w.log}
+	res, err := p.backend.Transcribe(ctx, req, san.emit(emit))
 	i.h.sample(ctx, i.w, "transcribe")
 	if err == nil {
+		san.result(&res)
 		return res, nil
 	}
 	if crashedErr(p, err) {

@@ -29,6 +29,7 @@ const (
 	HealthError     = "health_error"     // sentinel Health returns
 	Block           = "block"            // method that waits for its ctx: load, transcribe, unload, health
 	EchoEnv         = "echo_env"         // comma-separated variables Info reports as env.NAME
+	Progress        = "progress"         // the percent every progress event carries ("NaN", "Inf", "-5": a broken backend)
 	// OOMBelow: Transcribe runs out of memory while the lease
 	// (WSCHED_MEMORY_BYTES) is smaller than this many bytes.
 	OOMBelow = "oom_below"

@@ -41,12 +41,20 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", plugins.ErrBadRequest, err))
 	}
-	texts := make([]string, 0, sc.segments)
+	progress := func(p float64) float64 { return p }
+	if v := f.setting(Progress, req.Extra); v != "" {
+		fixed, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fail(fmt.Errorf("%w: setting %s: %w", plugins.ErrBadRequest, Progress, err))
+		}
+		progress = func(float64) float64 { return fixed }
+	}
+	texts := make([]string, 0, min(sc.segments, 1024))
 	for i := range sc.segments {
 		if i == sc.crashAfter {
 			crash(sc.crashMode)
 		}
-		if err := emit(plugins.ProgressEvent(100 * float64(i) / float64(sc.segments))); err != nil {
+		if err := emit(plugins.ProgressEvent(progress(100 * float64(i) / float64(sc.segments)))); err != nil {
 			return fail(err)
 		}
 		if err := sleep(ctx, sc.delay); err != nil {
@@ -61,7 +69,7 @@ func (f *Fake) Transcribe(ctx context.Context, req plugins.TranscribeRequest, em
 	if sc.crashAfter == sc.segments {
 		crash(sc.crashMode)
 	}
-	if err := emit(plugins.ProgressEvent(100)); err != nil {
+	if err := emit(plugins.ProgressEvent(progress(100))); err != nil {
 		return fail(err)
 	}
 	lang := req.Language

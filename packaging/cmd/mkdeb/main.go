@@ -1,6 +1,6 @@
 // Command mkdeb builds the Debian packages of wsched with nfpm: wsched_VERSION_ARCH.deb always, and
-// wsched-backend-whisper_VERSION_ARCH.deb when a whisper backend binary is given. `make deb` runs it
-// after building the binaries.
+// wsched-backend-{whisper,sherpa,exec}_VERSION_ARCH.deb for each backend binary given. `make deb`
+// runs it after building the binaries.
 package main
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -36,6 +37,8 @@ type options struct {
 	maintainer, date         string
 	dir, out, shlibs         string
 	wsched, config, whisper  string
+	whisperLibs              string
+	sherpa, sherpaLibs, exec string
 }
 
 func parse(args []string) (options, error) {
@@ -51,7 +54,11 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.shlibs, "shlibs", packaging.DefaultShlibsDir, "directory of dpkg's *.shlibs files, for library dependencies")
 	fs.StringVar(&o.wsched, "wsched", "", "built wsched binary (required)")
 	fs.StringVar(&o.config, "config", "wsched.toml", "configuration file installed as "+packaging.ConfigFile)
-	fs.StringVar(&o.whisper, "backend-whisper", "", "built wsched-backend-whisper binary; empty: no backend package")
+	fs.StringVar(&o.whisper, "backend-whisper", "", "built wsched-backend-whisper binary; empty: no whisper backend package")
+	fs.StringVar(&o.whisperLibs, "whisper-libs", "", "directory of the whisper.cpp/ggml libraries the whisper backend links, shipped in "+packaging.PrivateLibDir+"/whisper; empty: Debian's libwhisper1")
+	fs.StringVar(&o.sherpa, "backend-sherpa", "", "built wsched-backend-sherpa binary; empty: no sherpa backend package")
+	fs.StringVar(&o.sherpaLibs, "sherpa-libs", "", "directory of the sherpa-onnx and ONNX Runtime libraries (required with -backend-sherpa)")
+	fs.StringVar(&o.exec, "backend-exec", "", "built wsched-backend-exec binary; empty: no exec backend package")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -60,6 +67,9 @@ func parse(args []string) (options, error) {
 	}
 	if o.wsched == "" || o.describe == "" || o.maintainer == "" {
 		return o, errors.New("-wsched, -version and -maintainer are required")
+	}
+	if (o.sherpa == "") != (o.sherpaLibs == "") {
+		return o, errors.New("-backend-sherpa and -sherpa-libs go together")
 	}
 	return o, nil
 }
@@ -80,9 +90,9 @@ func run(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
 	}
-	pkgs := []packaging.Package{packaging.Wsched(in, o.wsched, o.config)}
-	if o.whisper != "" {
-		pkgs = append(pkgs, packaging.BackendWhisper(in, o.whisper))
+	pkgs, err := packages(o, in)
+	if err != nil {
+		return err
 	}
 	for _, p := range pkgs {
 		if err := ctx.Err(); err != nil {
@@ -97,9 +107,45 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// packages describes every package the command line asks for. The configuration is the packaged
+// variant of o.config (packaging.PackagedConfig), written next to the packages' build files.
+func packages(o options, in packaging.Inputs) ([]packaging.Package, error) {
+	src, err := os.ReadFile(o.config)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	cfg, err := packaging.PackagedConfig(src)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(o.out, ".wsched.toml")
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("write packaged configuration: %w", err)
+	}
+	pkgs := []packaging.Package{packaging.Wsched(in, o.wsched, cfgPath)}
+	if o.whisper != "" {
+		p, err := packaging.BackendWhisper(in, o.whisper, o.whisperLibs)
+		if err != nil {
+			return nil, err
+		}
+		pkgs = append(pkgs, p)
+	}
+	if o.sherpa != "" {
+		p, err := packaging.BackendSherpa(in, o.sherpa, o.sherpaLibs)
+		if err != nil {
+			return nil, err
+		}
+		pkgs = append(pkgs, p)
+	}
+	if o.exec != "" {
+		pkgs = append(pkgs, packaging.BackendExec(in, o.exec))
+	}
+	return pkgs, nil
+}
+
 // inputs checks the files named on the command line and derives the shared package inputs.
 func inputs(o options) (packaging.Inputs, error) {
-	for _, f := range []string{o.wsched, o.config, o.whisper} {
+	for _, f := range []string{o.wsched, o.config, o.whisper, o.whisperLibs, o.sherpa, o.sherpaLibs, o.exec} {
 		if f == "" {
 			continue
 		}

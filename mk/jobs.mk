@@ -1,0 +1,2 @@
+# mk/jobs.mk — the job system's fuzz targets (the form fields of uploads and the OpenAI endpoint).
+FUZZ_TARGETS += ./daemon/httpapi:FuzzJobForm
