@@ -17,10 +17,14 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 func (s *simulation) result() Result {
-	r := Result{Policy: s.cfg.Policy, Jobs: len(s.work), OOM: s.oom, InstancesStarted: s.started}
+	work, recs := s.work, s.records
+	if s.orig != nil {
+		work, recs = s.orig, byJob(s.orig, s.parent, s.records)
+	}
+	r := Result{Policy: s.cfg.Policy, Jobs: len(work), OOM: s.oom, InstancesStarted: s.started}
 	var shortWait, longWait, longDone []float64
-	for i, j := range s.work {
-		rec := s.records[i]
+	for i, j := range work {
+		rec := recs[i]
 		wait, done := rec.start-j.Arrival, rec.finish-j.Arrival
 		r.MaxWaitSeconds = max(r.MaxWaitSeconds, wait)
 		r.MakespanSeconds = max(r.MakespanSeconds, rec.finish)

@@ -75,8 +75,10 @@ type simulation struct {
 	rtf      *jobs.RTFTable
 	profiles map[string]Profile
 	rng      *rand.Rand
-	work     []Job
+	work     []Job // what is queued: the workload's jobs, or their windows (ChunkOver)
 	records  []record
+	orig     []Job // the workload when work holds windows
+	parent   []int // work[i] is a window of orig[parent[i]]
 
 	now      float64
 	events   eventHeap

@@ -77,6 +77,11 @@ type Config struct {
 	Seed uint64
 	// Profile models a backend (nil: H100Profile).
 	Profile func(model string) (Profile, error)
+	// ChunkOver, when above 0, models long files across GPUs (not built in
+	// the daemon): audio longer than it runs as 30 s windows (jobs/chunk's
+	// plan), each a job of its own in the queue; the file completes with its
+	// last window.
+	ChunkOver time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -151,8 +156,14 @@ func Run(ctx context.Context, cfg Config, workload []Job) (Result, error) {
 		return Result{}, err
 	}
 	defer m.stop()
-	s := &simulation{cfg: cfg, m: m, rtf: newRTF(), profiles: map[string]Profile{},
-		rng: newRNG(cfg.Seed), work: workload, records: make([]record, len(workload))}
+	s := &simulation{cfg: cfg, m: m, rtf: newRTF(), profiles: map[string]Profile{}, rng: newRNG(cfg.Seed), work: workload}
+	if cfg.ChunkOver > 0 {
+		if s.work, s.parent, err = split(workload, cfg.ChunkOver); err != nil {
+			return Result{}, err
+		}
+		s.orig = workload
+	}
+	s.records = make([]record, len(s.work))
 	if cfg.Policy == WSched {
 		s.order.MaxReorderWait = cfg.MaxReorderWait
 	}

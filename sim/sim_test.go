@@ -283,3 +283,27 @@ func FuzzReadWorkload(f *testing.F) {
 		}
 	})
 }
+
+// TestChunkOver: a file longer than ChunkOver runs as 30 s windows on every
+// free stream; it completes with its last window, and it still counts as one
+// long job.
+func TestChunkOver(t *testing.T) {
+	work := []Job{{Arrival: 0, AudioSeconds: 120, Model: "m"}}
+	cfg := Config{Policy: WSched, GPUs: 2, StreamsPerGPU: 1, ShortReserve: -1, Jitter: -1, Profile: flat}
+	whole, err := Run(context.Background(), cfg, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ChunkOver = time.Minute
+	cut, err := Run(context.Background(), cfg, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.LongP95CompletionSeconds != 120 || cut.LongP95CompletionSeconds != 60 || cut.Jobs != 1 || cut.LongJobs != 1 {
+		t.Errorf("whole %+v\ncut %+v\nwant 120 s, then 60 s (four windows on two GPUs)", whole, cut)
+	}
+	cfg.ChunkOver = 5 * time.Minute // not longer than chunk_over: one piece
+	if r, err := Run(context.Background(), cfg, work); err != nil || r.LongP95CompletionSeconds != 120 {
+		t.Errorf("under chunk_over: %+v, %v", r, err)
+	}
+}

@@ -59,6 +59,7 @@ assumed). The same --seed gives the same output.`,
 	fl.DurationVar(&f.cfg.MaxReorderWait, "max-reorder-wait", 2*time.Minute, "[jobs] max_reorder_wait for wsched")
 	fl.DurationVar(&f.cfg.KeepAlive, "keep-alive", 5*time.Minute, "how long an idle instance stays loaded")
 	fl.Float64Var(&f.cfg.ShortSeconds, "short", 60, "audio seconds below which a job is short")
+	fl.DurationVar(&f.cfg.ChunkOver, "chunk-over", 0, "model long files across GPUs (not built in the daemon): audio longer than this runs as 30 s windows (0: off)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per policy (one line each)")
 	return cmd
 }
