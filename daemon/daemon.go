@@ -167,9 +167,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		closeAll(ln, tcp)
 		return err
 	}
+	if err := d.discoverBackends(ctx); err != nil {
+		bg.stop()
+		closeAll(ln, tcp)
+		return err
+	}
 	bg.run(d.upkeep.Run)
 	bg.run(d.watchdog)
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
+	stopHangup := d.start(bg.ctx, "SIGHUP handler", d.rediscoverOnHangup())
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins
@@ -191,6 +197,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopMetrics()
 	stopEvents()
 	stopJobs()
+	stopHangup()
 	stopHost() // backends stop and their leases are released while the engine runs
 	bg.stop()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {

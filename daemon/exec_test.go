@@ -18,6 +18,7 @@ import (
 	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/jobs"
+	"github.com/wsched/wsched/plugins/execbackend"
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
@@ -56,7 +57,7 @@ func execDaemon(t *testing.T, knobs map[string]string, mod func(*config.Config))
 		c.Backends.PluginDir, c.Backends.DevDirs = plugins, nil
 		c.Models.Dir = filepath.Join(dir, "models")
 		c.Models.Entries = []config.Model{
-			{Name: "sensevoice", Backend: config.ExecBackend, Command: []string{"python3", "main.py"}, Dir: app, Env: env,
+			{Name: "sensevoice", Backend: execbackend.Name, Command: []string{"python3", "main.py"}, Dir: app, Env: env,
 				Memory: units.Bytes(16 * GiB), Health: "/health", Protocol: "openai", StartTimeout: units.Duration(time.Minute)},
 			{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(12 * GiB)},
 		}
@@ -139,7 +140,7 @@ func TestExecBackendJob(t *testing.T) {
 		t.Errorf("OpenAI endpoint: %d %s %q", status, ctype, body)
 	}
 	status, _, body = postMultipart(t, td, "/v1/audio/transcriptions", audio, map[string]string{"model": "sensevoice", "vad": "true"})
-	if status != 400 || !strings.Contains(body, "voice activity detection is not available: the app gets the audio as it is") {
+	if status != 400 || !strings.Contains(body, "voice activity detection is not available: the backend gets the audio as it is") {
 		t.Errorf("OpenAI endpoint with vad=true: %d %s", status, body)
 	}
 	td.stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
 )
@@ -37,7 +38,9 @@ func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *tes
 	dir := t.TempDir()
 	cfg := config.Defaults()
 	cfg.Daemon.StateDir = filepath.Join(dir, "state")
-	cfg.Daemon.Socket = filepath.Join(dir, "wsched.sock")
+	// The socket in a short directory: t.TempDir's path carries the test's
+	// name, and make reliability's long subtest names pass sun_path's 107 bytes.
+	cfg.Daemon.Socket = filepath.Join(testtmp.ShortDir(t), "wsched.sock")
 	cfg.Daemon.SocketMode = 0o666
 	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
 	cfg.Inventory.Provider = inventory.ProviderSim

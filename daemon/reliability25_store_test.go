@@ -354,6 +354,13 @@ func relShutdownGrants(t *testing.T) (string, bool) {
 			kept++
 		}
 	}
+	// The leases still held at the stop (answered granted, holder alive) are
+	// restored; give them back so the GPU has room for the next part.
+	for _, l := range ls {
+		if _, err := td2.c.Release(context.Background(), l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ids := heldLeases(t, td2, 6, GiB)
 	for _, id := range ids {
 		if _, err := td2.c.Release(context.Background(), id); err != nil {

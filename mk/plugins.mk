@@ -52,4 +52,4 @@ plugins-bench:
 test: plugins-test
 
 # The audio decoder's fuzz target joins `make fuzz` (pure Go: no libwhisper needed).
-FUZZ_TARGETS += ./plugins/internal/audio:FuzzDecodeWAV ./plugins/execbackend:FuzzMapAnswer
+FUZZ_TARGETS += ./plugins/internal/audio:FuzzDecodeWAV ./plugins/execbackend:FuzzMapAnswer ./plugins/descriptor:FuzzDescriptor

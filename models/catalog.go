@@ -2,15 +2,6 @@ package models
 
 import "strings"
 
-// WhisperCpp is the backend name of the ggml-NAME.bin models found in
-// models_dir.
-const WhisperCpp = "whisper.cpp"
-
-// SherpaOnnx is the backend name of sherpa-onnx model directories (a
-// models_dir subdirectory with tokens.txt and model.onnx, model.int8.onnx
-// or a Whisper encoder/decoder pair), served by wsched-backend-sherpa.
-const SherpaOnnx = "sherpa-onnx"
-
 // Entry is one downloadable whisper.cpp model: the file ggml-NAME.bin.
 type Entry struct {
 	Name string

@@ -13,7 +13,7 @@ import (
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/estimator/onnx"
 	"github.com/wsched/wsched/internal/config"
-	"github.com/wsched/wsched/plugins/sherpa/modeldir"
+	"github.com/wsched/wsched/plugins/descriptor"
 )
 
 // Origin says where a model was registered.
@@ -22,7 +22,7 @@ type Origin string
 // Origins.
 const (
 	FromConfig    Origin = "config"     // a [[models.model]] entry
-	FromModelsDir Origin = "models_dir" // a ggml-NAME.bin file or sherpa-onnx directory in models_dir
+	FromModelsDir Origin = "models_dir" // a file or directory in models_dir that a backend's layout names
 )
 
 // Model is one servable model.
@@ -50,8 +50,14 @@ type Model struct {
 	// 0: estimate it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Entry is the [[models.model]] entry (zero for models_dir files): the
-	// VAD settings and, for backend exec, how to run the app.
+	// VAD settings.
 	Entry config.Model `json:"-"`
+	// Descriptor is its backend's (zero when no backend of that name was
+	// discovered: Problem says so).
+	Descriptor descriptor.Descriptor `json:"-"`
+	// Options are the entry's checked options as they go to the backend
+	// (defaults not filled in).
+	Options map[string]string `json:"options,omitempty"`
 }
 
 // Available reports whether the model's file is there and readable.
@@ -64,30 +70,27 @@ type Registry struct {
 	partials []string // names with a ggml-NAME.bin.partial in dir
 }
 
-// Load builds the registry from the [models] section: the configured
-// entries, then a scan of models_dir for ggml-NAME.bin files (backend
-// whisper.cpp). A configured entry wins over a file of the same name. A
-// missing or unreadable model file is recorded in the model's Problem, not
-// returned as an error; a models_dir that does not exist yet is empty. The
-// error is for a models_dir that exists but cannot be listed, or ctx.
-func Load(ctx context.Context, b config.Models) (*Registry, error) {
+// Load builds the registry from the [models] section and the backends'
+// descriptors: the configured entries, then a scan of models_dir for the
+// files and directories the backends' layouts name (ggml-NAME.bin for
+// whisper.cpp, say). A configured entry wins over a file of the same name.
+// An entry whose backend is not in backends, whose options its descriptor
+// refuses, or whose model is missing or unreadable is recorded in the
+// model's Problem, not returned as an error; a models_dir that does not
+// exist yet is empty. The error is for a models_dir that exists but cannot
+// be listed, or ctx.
+func Load(ctx context.Context, b config.Models, backends descriptor.Set) (*Registry, error) {
 	r := &Registry{dir: b.Dir}
 	byName := map[string]int{}
-	for _, e := range b.Entries {
+	for i, e := range b.Entries {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load models: %w", err)
 		}
-		m := Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory), Entry: e}
-		if e.Backend == config.ExecBackend {
-			m.Path = e.Dir // an app: its directory stands for the model
-			m = inspectApp(m)
-		} else {
-			m = inspect(m)
-		}
+		m := fromEntry(e, fmt.Sprintf("models.model#%d", i), backends)
 		byName[m.Name] = len(r.models)
 		r.models = append(r.models, m)
 	}
-	files, partials, err := scanDir(b.Dir)
+	files, partials, err := scanDir(b.Dir, backends)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +103,7 @@ func Load(ctx context.Context, b config.Models) (*Registry, error) {
 			r.models[i].Shadows = f.path
 			continue
 		}
-		r.models = append(r.models, inspect(Model{Name: f.name, Backend: f.backend, Path: f.path, Origin: FromModelsDir}))
+		r.models = append(r.models, inspect(Model{Name: f.name, Backend: f.desc.Name, Path: f.path, Origin: FromModelsDir, Descriptor: f.desc}))
 	}
 	sort.Slice(r.models, func(i, j int) bool { return r.models[i].Name < r.models[j].Name })
 	return r, nil
@@ -142,120 +145,6 @@ func (r *Registry) Lookup(name string) (Model, error) {
 		return m, nil
 	}
 	return Model{}, fmt.Errorf("model %q (known: %s): %w", name, r.Names(), ErrUnknownModel)
-}
-
-type dirFile struct {
-	name, path string
-	backend    string
-	test       bool // whisper.cpp's weightless for-tests-ggml-NAME.bin
-}
-
-// TestFilePrefix starts the names of whisper.cpp's weightless test models
-// (for-tests-ggml-NAME.bin: real headers and vocabularies, no weights). A
-// models_dir of them lists each as NAME, unless ggml-NAME.bin is there too.
-const TestFilePrefix = "for-tests-"
-
-// scanDir lists the ggml-NAME.bin and for-tests-ggml-NAME.bin files (or
-// links to files) and the sherpa-onnx model directories NAME in dir, and
-// the names of unfinished downloads.
-func scanDir(dir string) (files []dirFile, partials []string, err error) {
-	if dir == "" {
-		return nil, nil, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("scan models_dir: %w", err)
-	}
-	real := map[string]bool{}
-	for _, e := range entries {
-		if sub := filepath.Join(dir, e.Name()); isDir(sub) && modeldir.IsModelDir(sub) {
-			files = append(files, dirFile{name: e.Name(), path: sub, backend: SherpaOnnx})
-			real[e.Name()] = true
-			continue
-		}
-		base, test := strings.CutPrefix(e.Name(), TestFilePrefix)
-		name, ok := strings.CutPrefix(base, "ggml-")
-		if !ok || e.IsDir() {
-			continue
-		}
-		if n, ok := strings.CutSuffix(name, ".bin"+PartialSuffix); ok && n != "" && !test {
-			partials = append(partials, n)
-			continue
-		}
-		if name, ok = strings.CutSuffix(name, ".bin"); ok && name != "" {
-			files = append(files, dirFile{name: name, path: filepath.Join(dir, e.Name()), backend: WhisperCpp, test: test})
-			real[name] = real[name] || !test
-		}
-	}
-	kept := files[:0]
-	for _, f := range files {
-		if !f.test || !real[f.name] {
-			kept = append(kept, f)
-		}
-	}
-	return kept, partials, nil
-}
-
-// inspect fills the size, and for whisper.cpp the header, or the problem.
-func inspect(m Model) Model {
-	st, err := os.Stat(m.Path)
-	if err != nil {
-		m.Problem = describeStatErr(err)
-		return m
-	}
-	if !st.IsDir() {
-		m.SizeBytes = st.Size()
-	} else if m.SizeBytes, err = dirSize(m.Path); err != nil {
-		m.Problem = err.Error()
-		return m
-	}
-	if m.Backend == SherpaOnnx {
-		return inspectSherpa(m)
-	}
-	if m.Backend != WhisperCpp {
-		return m
-	}
-	if st.IsDir() {
-		m.Problem = "is a directory; whisper.cpp loads a ggml-*.bin file"
-		return m
-	}
-	h, err := ggml.ReadFile(m.Path)
-	switch {
-	case errors.Is(err, ggml.ErrBadMagic):
-		m.Problem = "not a whisper.cpp ggml model file (bad magic)"
-	case err != nil:
-		m.Problem = "unreadable ggml header: " + strings.TrimPrefix(err.Error(), m.Path+": ")
-	default:
-		m.Header = h
-	}
-	return m
-}
-
-// inspectApp checks an exec entry's directory; the app's size is not the
-// model's, so none is given.
-func inspectApp(m Model) Model {
-	st, err := os.Stat(m.Path)
-	switch {
-	case err != nil:
-		m.Problem = "app directory: " + describeStatErr(err)
-	case !st.IsDir():
-		m.Problem = "app directory: not a directory"
-	}
-	return m
-}
-
-// inspectSherpa reads a sherpa-onnx model directory's ONNX files.
-func inspectSherpa(m Model) Model {
-	d, err := modeldir.OpenDir(m.Path)
-	if err != nil {
-		m.Problem = err.Error()
-		return m
-	}
-	m.ONNX = d.Files
-	return m
 }
 
 func isDir(p string) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/plugins/descriptor"
 )
 
 // testModels holds whisper.cpp's for-tests models: real headers, no weights.
@@ -73,7 +74,7 @@ func TestLoadRegistry(t *testing.T) {
 		{Name: "small", Backend: WhisperCpp, Path: small},
 		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv)},
 		{Name: "gone", Backend: WhisperCpp, Path: filepath.Join(root, "nowhere.bin")},
-	}})
+	}}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,9 @@ func TestLoadRegistry(t *testing.T) {
 		{Name: "base.en", Backend: WhisperCpp, Path: baseEn, SizeBytes: size(baseEn), Origin: FromModelsDir},
 		{Name: "broken", Backend: WhisperCpp, Path: broken, SizeBytes: 18, Origin: FromModelsDir, Problem: "not a whisper.cpp ggml model file (bad magic)"},
 		{Name: "gone", Backend: WhisperCpp, Path: filepath.Join(root, "nowhere.bin"), Origin: FromConfig, Problem: "file missing"},
-		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv), SizeBytes: 13, Origin: FromConfig},
+		// A backend no plugin directory provides: listed, with the reason.
+		{Name: "sensevoice", Backend: "sensevoice", Path: filepath.Dir(sv), Origin: FromConfig,
+			Problem: `backend "sensevoice" (known: exec, sherpa-onnx, whisper.cpp): no such backend`},
 		{Name: "small", Backend: WhisperCpp, Path: small, SizeBytes: size(small), Origin: FromConfig, Shadows: shadowed},
 		{Name: "tiny", Backend: WhisperCpp, Path: tiny, SizeBytes: size(tiny), Origin: FromModelsDir},
 	}
@@ -98,6 +101,13 @@ func TestLoadRegistry(t *testing.T) {
 			t.Errorf("%s: entry %+v", g.Name, g.Entry)
 		}
 		g.Entry = config.Model{}
+		if g.Problem == "" && g.Descriptor.Name != g.Backend {
+			t.Errorf("%s: descriptor %q for backend %q", g.Name, g.Descriptor.Name, g.Backend)
+		}
+		g.Descriptor = descriptor.Descriptor{}
+		if len(g.Options) == 0 {
+			g.Options = nil // config entries carry an empty table
+		}
 		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("model %d\n got %+v\nwant %+v", i, g, want[i])
 		}
@@ -116,7 +126,7 @@ func TestLoadRegistry(t *testing.T) {
 func TestLookup(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "ggml-x.bin"), "junk")
-	reg, err := Load(context.Background(), config.Models{Dir: dir, Entries: []config.Model{{Name: "y", Backend: "b", Path: filepath.Join(dir, "y")}}})
+	reg, err := Load(context.Background(), config.Models{Dir: dir, Entries: []config.Model{{Name: "y", Backend: "b", Path: filepath.Join(dir, "y")}}}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +136,7 @@ func TestLookup(t *testing.T) {
 		msg  string
 	}{
 		{"x", ErrUnavailable, `model "x": not a whisper.cpp ggml model file (bad magic): model unavailable`},
-		{"y", ErrUnavailable, `model "y": file missing: model unavailable`},
+		{"y", ErrUnavailable, `model "y": backend "b" (known: exec, sherpa-onnx, whisper.cpp): no such backend: model unavailable`},
 		{"z", ErrUnknownModel, `model "z" (known: x, y): unknown model`},
 	}
 	for _, tt := range tests {
@@ -137,17 +147,17 @@ func TestLookup(t *testing.T) {
 }
 
 func TestLoadMissingDir(t *testing.T) {
-	reg, err := Load(context.Background(), config.Models{Dir: filepath.Join(t.TempDir(), "not-yet")})
+	reg, err := Load(context.Background(), config.Models{Dir: filepath.Join(t.TempDir(), "not-yet")}, testBackends)
 	if err != nil || len(reg.Models()) != 0 || reg.Names() != "none" {
 		t.Errorf("missing models_dir: %v, %v", reg.Names(), err)
 	}
 	notDir := write(t, filepath.Join(t.TempDir(), "file"), "x")
-	if _, err := Load(context.Background(), config.Models{Dir: notDir}); err == nil || !strings.Contains(err.Error(), "scan models_dir") {
+	if _, err := Load(context.Background(), config.Models{Dir: notDir}, testBackends); err == nil || !strings.Contains(err.Error(), "scan models_dir") {
 		t.Errorf("models_dir is a file: error %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Load(ctx, config.Models{Entries: []config.Model{{Name: "a", Backend: "b", Path: "/a"}}}); !errors.Is(err, context.Canceled) {
+	if _, err := Load(ctx, config.Models{Entries: []config.Model{{Name: "a", Backend: "b", Path: "/a"}}}, testBackends); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -162,7 +172,7 @@ func TestEstimateRequest(t *testing.T) {
 		{Name: "custom", Backend: "pytorch", Path: dir},
 		{Name: "sv", Backend: "sensevoice", Path: dir},
 		{Name: "gone", Backend: WhisperCpp, Path: "/nowhere.bin"},
-	}})
+	}}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +186,8 @@ func TestEstimateRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName, err := est.Estimate(estimator.Request{Backend: estimator.WhisperCpp, Model: "base"})
+	// The descriptor's best_of (whisper.cpp's default 5) travels with the file's request.
+	byName, err := est.Estimate(estimator.Request{Backend: estimator.WhisperCpp, Model: "base", BestOf: req.BestOf})
 	if err != nil || fromFile.TotalBytes != byName.TotalBytes {
 		t.Errorf("file estimate %d, by name %d (%v)", fromFile.TotalBytes, byName.TotalBytes, err)
 	}
@@ -208,7 +219,7 @@ func TestScanDirAcceptsForTestsPrefix(t *testing.T) {
 	copyTestModel(t, "for-tests-ggml-base.en.bin", dir, "for-tests-ggml-base.en.bin")
 	real := copyTestModel(t, "for-tests-ggml-tiny.bin", dir, "ggml-tiny.bin")
 	write(t, filepath.Join(dir, "for-tests-ggml-small.bin"+PartialSuffix), "x")
-	r, err := Load(context.Background(), config.Models{Dir: dir})
+	r, err := Load(context.Background(), config.Models{Dir: dir}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +243,9 @@ func TestScanDirAcceptsForTestsPrefix(t *testing.T) {
 func TestExecEntries(t *testing.T) {
 	dir := t.TempDir()
 	reg, err := Load(context.Background(), config.Models{Entries: []config.Model{
-		{Name: "sensevoice", Backend: config.ExecBackend, Path: "/api/v1/asr", Dir: dir, Command: []string{"python3", "main.py"}, Memory: 1 << 30},
-		{Name: "gone", Backend: config.ExecBackend, Dir: filepath.Join(dir, "nowhere"), Command: []string{"app"}, Memory: 1 << 30},
-	}})
+		{Name: "sensevoice", Backend: execName, Path: "/api/v1/asr", Dir: dir, Command: []string{"python3", "main.py"}, Memory: 1 << 30},
+		{Name: "gone", Backend: execName, Dir: filepath.Join(dir, "nowhere"), Command: []string{"app"}, Memory: 1 << 30},
+	}}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}

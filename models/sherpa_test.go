@@ -28,13 +28,16 @@ func TestSherpaOnnxModels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := onnxtest.WriteSenseVoice(broken, onnxtest.SenseVoiceOptions{Drop: []string{"neg_mean"}}); err != nil {
+	if _, err := onnxtest.WriteSenseVoice(broken, onnxtest.SenseVoiceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(broken, "tokens.txt")); err != nil { // none of the backend's layouts
 		t.Fatal(err)
 	}
 	reg, err := Load(t.Context(), config.Models{Dir: dir, Entries: []config.Model{
 		{Name: "configured", Backend: SherpaOnnx, Path: other},
 		{Name: "broken", Backend: SherpaOnnx, Path: broken},
-	}})
+	}}, testBackends)
 	if err != nil {
 		t.Fatal(err)
 	}

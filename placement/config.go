@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,11 +78,24 @@ const (
 	PolicyScore   Policy = "score"
 )
 
+// Policies are the placement policies there are.
+var Policies = []Policy{PolicySpread, PolicyBinpack, PolicyScore}
+
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (p *Policy) UnmarshalText(b []byte) error {
 	v, err := confval.Enum(string(b), "spread", "binpack", "score")
 	*p = Policy(v)
 	return err
+}
+
+// Check says why p names no policy (nil when it names one): a policy set
+// other than by decoding (a Config built in code) is checked where it is
+// used, not taken for spread.
+func (p Policy) Check() error {
+	if slices.Contains(Policies, p) {
+		return nil
+	}
+	return confval.Bad("policy", "%q is not allowed: want spread, binpack or score", string(p))
 }
 
 // OverrunAction says what happens when a holder uses more than its lease.
@@ -145,6 +159,9 @@ func (c Config) ReservedFor(index int, uuid string) int64 {
 // Validate checks what decoding cannot; errors are *confval.KeyError with
 // keys relative to [placement].
 func (c Config) Validate() error {
+	if err := c.Policy.Check(); err != nil {
+		return err
+	}
 	if c.SafetyFactor <= 0 {
 		return confval.Bad("safety_factor", "0 is not allowed: want a number above 0 and at most 1")
 	}
@@ -172,6 +189,8 @@ func (c Config) Validate() error {
 // keys relative to [leases].
 func (l LeaseConfig) Validate() error {
 	switch {
+	case l.Overrun != OverrunWarn && l.Overrun != OverrunKill: // not taken for warn
+		return confval.Bad("overrun", "%q is not allowed: want warn or kill", string(l.Overrun))
 	case l.DefaultTTL <= 0:
 		return confval.Bad("default_ttl", "%s is not allowed: want a duration above 0", l.DefaultTTL)
 	case l.MaxTTL < l.DefaultTTL:

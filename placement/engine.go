@@ -75,6 +75,9 @@ func New(opts Options) *Engine {
 	if opts.NewID == nil {
 		opts.NewID = randomID
 	}
+	if opts.Placement.Policy == "" { // a Config built in code: the default policy
+		opts.Placement.Policy = PolicySpread
+	}
 	e := &Engine{loop: owner.New[*state](ErrStopped), st: newState(opts), kick: make(chan struct{}, 1)}
 	e.st.later, e.board = e.defer1, e.st.board
 	e.st.settle() // an empty view until the first reading
@@ -114,6 +117,9 @@ func randomID() string {
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.loop.Stop()
 	s := e.st
+	if err := s.opts.Placement.Policy.Check(); err != nil { // not taken for spread
+		return fmt.Errorf("placement: %w", err)
+	}
 	s.ctx = ctx
 	if s.journal != nil {
 		defer func() { _ = s.journal.close() }() // commits what is queued

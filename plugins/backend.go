@@ -8,6 +8,8 @@ package plugins
 import (
 	"context"
 	"time"
+
+	"github.com/wsched/wsched/plugins/descriptor"
 )
 
 // Backend is one transcription engine running in its own process. The host
@@ -45,6 +47,10 @@ type Info struct {
 	// model (an app it started, and the app's workers): the host counts
 	// them against the instance's lease. Empty for in-process engines.
 	PIDs []int
+	// Descriptor is what the daemon needs to know to serve the backend's
+	// models without knowing the backend (plugins/descriptor). Zero for
+	// backends that predate it.
+	Descriptor descriptor.Descriptor
 }
 
 // LoadRequest says which model to load where.
@@ -56,7 +62,11 @@ type LoadRequest struct {
 	Threads        int    // CPU threads per transcription; 0 = backend default
 	FlashAttention bool   // use flash attention where supported
 	VADModelPath   string // VAD model; "" = none available
-	Extra          map[string]string
+	// ModelName is the name clients know the model by, for logs and errors.
+	ModelName string
+	// Extra are the model's options as the backend's descriptor declares
+	// them (defaults filled in), as strings.
+	Extra map[string]string
 }
 
 // MemoryReport is what the backend's engine says it allocated for the loaded

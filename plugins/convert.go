@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
@@ -15,13 +16,35 @@ import (
 
 func infoToProto(i Info) *pb.InfoResponse {
 	return &pb.InfoResponse{
-		Name:         i.Name,
-		Version:      i.Version,
-		ModelFormats: append([]string(nil), i.ModelFormats...),
-		Devices:      append([]string(nil), i.Devices...),
-		Metadata:     maps.Clone(i.Metadata),
-		Pids:         pidsToProto(i.PIDs),
+		Name:           i.Name,
+		Version:        i.Version,
+		ModelFormats:   append([]string(nil), i.ModelFormats...),
+		Devices:        append([]string(nil), i.Devices...),
+		Metadata:       maps.Clone(i.Metadata),
+		Pids:           pidsToProto(i.PIDs),
+		DescriptorJson: descriptorJSON(i),
 	}
+}
+
+// descriptorJSON encodes a backend's descriptor, with the formats and
+// devices of its Info where the descriptor leaves them out; nil when it has
+// none.
+func descriptorJSON(i Info) []byte {
+	d := i.Descriptor
+	if d.IsZero() {
+		return nil
+	}
+	if len(d.Formats) == 0 {
+		d.Formats = i.ModelFormats
+	}
+	if len(d.Devices) == 0 {
+		d.Devices = i.Devices
+	}
+	b, err := json.Marshal(d)
+	if err != nil { // plain data: cannot happen
+		return nil
+	}
+	return b
 }
 
 func pidsToProto(pids []int) []int32 {
@@ -66,8 +89,8 @@ func vadFromProto(m *pb.VadParams) VADParams {
 	}
 }
 
-func infoFromProto(m *pb.InfoResponse) Info {
-	return Info{
+func infoFromProto(m *pb.InfoResponse) (Info, error) {
+	i := Info{
 		Name:         m.GetName(),
 		Version:      m.GetVersion(),
 		ModelFormats: m.GetModelFormats(),
@@ -75,6 +98,12 @@ func infoFromProto(m *pb.InfoResponse) Info {
 		Metadata:     m.GetMetadata(),
 		PIDs:         pidsFromProto(m.GetPids()),
 	}
+	if b := m.GetDescriptorJson(); len(b) > 0 {
+		if err := json.Unmarshal(b, &i.Descriptor); err != nil {
+			return Info{}, fmt.Errorf("plugins: info: descriptor: %w", err)
+		}
+	}
+	return i, nil
 }
 
 func loadToProto(r LoadRequest) *pb.LoadRequest {
@@ -84,6 +113,7 @@ func loadToProto(r LoadRequest) *pb.LoadRequest {
 		Threads:        int32(r.Threads),
 		FlashAttention: r.FlashAttention,
 		VadModelPath:   r.VADModelPath,
+		ModelName:      r.ModelName,
 		Extra:          maps.Clone(r.Extra),
 	}
 }
@@ -95,6 +125,7 @@ func loadFromProto(m *pb.LoadRequest) LoadRequest {
 		Threads:        int(m.GetThreads()),
 		FlashAttention: m.GetFlashAttention(),
 		VADModelPath:   m.GetVadModelPath(),
+		ModelName:      m.GetModelName(),
 		Extra:          m.GetExtra(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/wsched/wsched/plugins/descriptor"
 	pb "github.com/wsched/wsched/plugins/proto"
 )
 
@@ -25,8 +26,31 @@ func TestVADAndPIDsRoundTrip(t *testing.T) {
 	}
 	var im pb.InfoResponse
 	roundTrip(t, infoToProto(Info{Name: "exec", PIDs: []int{42, 43}}), &im)
-	if got := infoFromProto(&im); !reflect.DeepEqual(got.PIDs, []int{42, 43}) {
-		t.Errorf("PIDs %v", got.PIDs)
+	if got, err := infoFromProto(&im); err != nil || !reflect.DeepEqual(got.PIDs, []int{42, 43}) {
+		t.Errorf("PIDs %v, %v", got.PIDs, err)
+	}
+}
+
+func TestDescriptorRoundTrip(t *testing.T) {
+	d := descriptor.Descriptor{Name: "dropin", Profile: "p", Layouts: []descriptor.Layout{{Kind: descriptor.LayoutFile, Prefix: "m-", Suffix: ".bin"}},
+		Options: []descriptor.Option{{Name: "beam", Type: descriptor.TypeInt, Default: "2", Help: "beam width"}}}
+	var im pb.InfoResponse
+	roundTrip(t, infoToProto(Info{Name: "dropin", ModelFormats: []string{"x"}, Devices: []string{"cpu"}, Descriptor: d}), &im)
+	got, err := infoFromProto(&im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Formats, d.Devices = []string{"x"}, []string{"cpu"} // filled from Info
+	if !reflect.DeepEqual(got.Descriptor, d) {
+		t.Errorf("descriptor %+v, want %+v", got.Descriptor, d)
+	}
+	roundTrip(t, infoToProto(Info{Name: "old"}), &im)
+	if got, err := infoFromProto(&im); err != nil || !got.Descriptor.IsZero() {
+		t.Errorf("no descriptor: got %+v, %v", got.Descriptor, err)
+	}
+	im.DescriptorJson = []byte("{")
+	if _, err := infoFromProto(&im); err == nil {
+		t.Error("a bad descriptor is accepted")
 	}
 }
 

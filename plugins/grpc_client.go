@@ -21,7 +21,7 @@ func (c *grpcClient) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("plugins: info: %w", fromStatus(err))
 	}
-	return infoFromProto(resp), nil
+	return infoFromProto(resp)
 }
 
 func (c *grpcClient) Load(ctx context.Context, req LoadRequest) (MemoryReport, error) {

@@ -26,9 +26,10 @@ import (
 // lease and with the lease's environment, for jobs on generated
 // SenseVoice-shaped models (a models_dir subdirectory each) and jfk.wav.
 // It checks that a job passes through every state in order; that the
-// backend saw its lease's GPU as CUDA_VISIBLE_DEVICES and, its ONNX Runtime
-// having no CUDA provider, loaded on the CPU; that its memory report is
-// under the estimator's sherpa-onnx figure for the CPU; that the OpenAI
+// backend, its ONNX Runtime having no CUDA provider, says so in its
+// descriptor and is placed on the CPU (no GPU memory leased, no GPU
+// visible) and loads there; that its memory report is under the
+// estimator's sherpa-onnx figure for the CPU; that the OpenAI
 // endpoint answers curl; and that the lease goes after keep-alive. It logs
 // the cold (start + load + decode) and warm job latencies.
 func TestSmoke(t *testing.T) {
@@ -61,8 +62,11 @@ func TestSmoke(t *testing.T) {
 		daemontest.JobStates(t, c, api.JobRequest{AudioPath: jfk, Model: name}, "pending loading processing completed")
 		warm := time.Since(start)
 		inst := instance(t, c, name)
-		if inst.Metadata["env.CUDA_VISIBLE_DEVICES"] != inst.GPUUUID || inst.GPUUUID == "" || inst.GPUUUID != j.GPUUUID {
-			t.Errorf("the backend saw CUDA_VISIBLE_DEVICES=%q; its lease is on %q (job on %q)", inst.Metadata["env.CUDA_VISIBLE_DEVICES"], inst.GPUUUID, j.GPUUUID)
+		// Its build cannot use CUDA (the descriptor's devices say cpu), so it
+		// is placed on the CPU: no GPU lease, no GPU visible to it.
+		if v, ok := inst.Metadata["env.CUDA_VISIBLE_DEVICES"]; !ok || v != "" || inst.GPUIndex != -1 || j.GPUUUID != "cpu" || inst.MemoryBytes != 0 {
+			t.Errorf("the CPU-only backend saw CUDA_VISIBLE_DEVICES=%q (set: %v); its lease is on GPU %d with %d bytes (job on %q); want the CPU, no GPU memory",
+				v, ok, inst.GPUIndex, inst.MemoryBytes, j.GPUUUID)
 		}
 		if inst.Metadata["kind"] != "sense_voice" || inst.Metadata["device"] != "cpu" || inst.Metadata["provider"] != "cpu" {
 			t.Errorf("%s: metadata %v", name, inst.Metadata)
@@ -74,9 +78,18 @@ func TestSmoke(t *testing.T) {
 		if inst.ReportedBytes <= 0 || inst.ReportedBytes > est.cpu.TotalBytes {
 			t.Errorf("%s: reported %d bytes; the CPU estimate %d must cover it", name, inst.ReportedBytes, est.cpu.TotalBytes)
 		}
-		if inst.MemoryBytes != est.gpu.RecommendedBytes {
-			t.Errorf("%s: lease %d bytes, the estimator recommends %d", name, inst.MemoryBytes, est.gpu.RecommendedBytes)
-		}
+
+	}
+
+	// /v1/estimate reaches the sherpa-onnx profile for a registered model,
+	// reading its ONNX files as the backend's descriptor lays them out.
+	e, err := c.Estimate(context.Background(), api.EstimateRequest{Backend: string(estimator.SherpaOnnx), Model: "sensevoice"})
+	if want := cpuEstimate(t, filepath.Join(models, "sensevoice", "model.onnx")).gpu; err != nil || e.Backend != "sherpa-onnx" || e.TotalBytes != want.TotalBytes {
+		t.Errorf("POST /v1/estimate sherpa-onnx sensevoice: %+v %v; want the profile's %d bytes", e, err, want.TotalBytes)
+	}
+	var b api.Backends
+	if b, err = c.Backends(context.Background()); err != nil || len(b.Backends) != 1 || b.Backends[0].Descriptor == nil || !b.Backends[0].Descriptor.CPUOnly() {
+		t.Errorf("GET /v1/backends: %+v %v; want sherpa's descriptor, CPU only", b.Backends, err)
 	}
 
 	for _, tt := range []struct{ format, ctype, prefix string }{

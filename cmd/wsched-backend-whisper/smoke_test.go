@@ -25,7 +25,8 @@ import (
 // smokeDaemon serves one simulated 24 GiB GPU with the real backend in its
 // plugin directory and tiny.en in its models directory, then checks: a job
 // passes through every state in order (SSE); the backend process saw its
-// lease's GPU UUID as CUDA_VISIBLE_DEVICES; it reported whisper.cpp's buffer
+// lease's GPU UUID as CUDA_VISIBLE_DEVICES (or, a build without a CUDA
+// backend, was placed on the CPU with no GPU lease, as its descriptor says); it reported whisper.cpp's buffer
 // sizes, within 5 % of the estimator's; every OpenAI response format answers
 // curl with the right content type and shape; a corrupt WAV fails naming the
 // cause; and the backend's lease is released after keep-alive.
@@ -53,7 +54,12 @@ func smokeDaemon(t *testing.T, bin string) {
 		t.Errorf("job: %+v", j)
 	}
 	inst := backendInstance(t, c)
-	if inst.Metadata["env.CUDA_VISIBLE_DEVICES"] != inst.GPUUUID || inst.GPUUUID == "" || inst.GPUUUID != j.GPUUUID {
+	if cpuOnly(t, c) { // a whisper.cpp without a CUDA backend: placed on the CPU, no GPU lease, no GPU visible
+		if v, ok := inst.Metadata["env.CUDA_VISIBLE_DEVICES"]; !ok || v != "" || inst.GPUIndex != -1 || j.GPUUUID != "cpu" || inst.MemoryBytes != 0 {
+			t.Errorf("the CPU-only backend saw CUDA_VISIBLE_DEVICES=%q (set: %v); its lease is on GPU %d with %d bytes (job on %q); want the CPU",
+				v, ok, inst.GPUIndex, inst.MemoryBytes, j.GPUUUID)
+		}
+	} else if inst.Metadata["env.CUDA_VISIBLE_DEVICES"] != inst.GPUUUID || inst.GPUUUID == "" || inst.GPUUUID != j.GPUUUID {
 		t.Errorf("the backend saw CUDA_VISIBLE_DEVICES=%q; its lease is on %q (job on %q)", inst.Metadata["env.CUDA_VISIBLE_DEVICES"], inst.GPUUUID, j.GPUUUID)
 	}
 	if inst.Metadata["flash_attn"] != "true" {
@@ -141,4 +147,15 @@ func compareWithEstimator(t *testing.T, model string, reported map[string]int64,
 			t.Errorf("%s: backend reported %d, estimator %d: more than 5%% apart", c.name, c.got, c.want)
 		}
 	}
+}
+
+// cpuOnly reports whether the backend's descriptor says this build cannot
+// use CUDA.
+func cpuOnly(t *testing.T, c *client.Client) bool {
+	t.Helper()
+	b, err := c.Backends(context.Background())
+	if err != nil || len(b.Backends) != 1 || b.Backends[0].Descriptor == nil {
+		t.Fatalf("backends: %+v %v; want the whisper backend with its descriptor", b.Backends, err)
+	}
+	return b.Backends[0].Descriptor.CPUOnly()
 }

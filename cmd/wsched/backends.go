@@ -93,6 +93,13 @@ func renderCheck(w io.Writer, r host.CheckResult) error {
 	for _, k := range sortedKeys(i.Metadata) {
 		fmt.Fprintf(w, "metadata:   %s=%s\n", k, i.Metadata[k])
 	}
+	if !i.Descriptor.IsZero() {
+		for _, n := range describeNotes(i.Descriptor) {
+			fmt.Fprintf(w, "describes:  %s\n", n)
+		}
+	} else {
+		fmt.Fprintf(w, "describes:  nothing (no descriptor): its models need [[models.model]] entries with memory\n")
+	}
 	if r.Name != "" && i.Name != r.Name {
 		fmt.Fprintf(w, "warning:    the file is named for backend %q but the backend calls itself %q\n", r.Name, i.Name)
 	}
@@ -121,6 +128,9 @@ func renderBackends(w io.Writer, b api.Backends) error {
 			var notes []string
 			if be.Error != "" {
 				notes = append(notes, "! "+be.Error)
+			}
+			if be.Descriptor != nil {
+				notes = append(notes, describeNotes(*be.Descriptor)...)
 			}
 			t.add([]string{be.Name, orDash(be.Version), orDash(strings.Join(be.ModelFormats, ",")), orDash(strings.Join(be.Devices, ",")), be.Path}, notes...)
 		}

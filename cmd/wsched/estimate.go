@@ -77,7 +77,7 @@ type largestModel struct {
 func newEstimateCmd(a *app) *cobra.Command {
 	var f estimateFlags
 	cmd := &cobra.Command{
-		Use:   "estimate --model NAME|PATH",
+		Use:   "estimate --model NAME|PATH [DIR]",
 		Short: "Estimate the GPU memory a speech-to-text process will need",
 		Long: `Estimate the GPU memory a Whisper process holds at its peak, per backend
 profile: whisper.cpp (exact from the model file or the known model's
@@ -89,16 +89,22 @@ suggestions that lower memory for the chosen backend.
 
 --model is a known model name (tiny, base, small, medium, large-v1/v2/v3,
 large-v3-turbo, .en variants; large = large-v3, turbo = large-v3-turbo) or the
-path of a whisper.cpp ggml model file, whose header is read. --fits SIZE
+path of a whisper.cpp ggml model file, whose header is read; with
+--backend sherpa-onnx, a sherpa-onnx model directory (given as --model or as
+the argument), whose ONNX files' initializers are read. --fits SIZE
 names the largest model whose recommendation fits SIZE (the seed's
 assign_optimal_model); --fits gpus does so for each GPU.`,
 		Example: `  wsched estimate --model medium
   wsched estimate --model medium --backend seed --segment 60s --batch 2
   wsched estimate --model ggml-large-v3-q5_0.bin --beam 5 --explain
   wsched estimate --fits 8GiB --backend faster-whisper --precision int8
-  wsched estimate --model small --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  wsched estimate --model small --json
+  wsched estimate --backend sherpa-onnx /srv/models/sensevoice --explain`,
+		Args: modelDirArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && f.model == "" { // wsched estimate --backend sherpa-onnx DIR
+				f.model = args[0]
+			}
 			return a.estimate(cmd, f)
 		},
 	}
@@ -265,7 +271,10 @@ func parseBackend(s string) (estimator.Backend, error) {
 			return b, nil
 		}
 	}
-	return "", fmt.Errorf("estimate: unknown backend %q (allowed: %s): %w", s, backendNames(), estimator.ErrUnknownBackend)
+	if d, ok := profileBackend(n); ok { // a profile that sizes a backend's model files
+		return estimator.Backend(d.Profile), nil
+	}
+	return "", fmt.Errorf("estimate: unknown backend %q (allowed: %s, %s): %w", s, backendNames(), profiles(), estimator.ErrUnknownBackend)
 }
 
 func backendNames() string {
@@ -300,7 +309,7 @@ func resolveModelFlag(ctx context.Context, req *estimator.Request, arg string, f
 	case err != nil:
 		return nil, fmt.Errorf("estimate: model file: %w", err)
 	case st.IsDir():
-		return nil, fmt.Errorf("estimate: model %s is a directory, not a ggml model file", arg)
+		return nil, readModelDir(req, arg)
 	case !st.Mode().IsRegular():
 		return nil, notRegular(arg, st.Mode())
 	}

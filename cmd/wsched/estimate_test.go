@@ -331,7 +331,7 @@ func TestEstimateErrors(t *testing.T) {
 		{"unknown model lists known", []string{"--model", "huge"},
 			[]string{`model "huge"`, "tiny, tiny.en, base", "large-v3-turbo"}, estimator.ErrUnknownModel},
 		{"unknown backend lists allowed", []string{"--model", "tiny", "--backend", "vllm"},
-			[]string{`unknown backend "vllm" (allowed: whisper.cpp, pytorch, faster-whisper, seed)`}, estimator.ErrUnknownBackend},
+			[]string{`unknown backend "vllm" (allowed: whisper.cpp, pytorch, faster-whisper, seed, sherpa-onnx)`}, estimator.ErrUnknownBackend},
 		{"not a ggml file", []string{"--model", gguf},
 			[]string{gguf + " is not a whisper.cpp ggml model file", "bad magic", "known model name: tiny"}, nil},
 		{"truncated ggml file", []string{"--model", truncated}, []string{"read model file", "truncated"}, nil},

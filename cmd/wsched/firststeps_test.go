@@ -92,13 +92,14 @@ func TestDevConfigServes(t *testing.T) {
 	if g.Provider != "sim" || len(g.GPUs) != 2 {
 		t.Errorf("dev daemon: provider %s, %d GPUs; want 2 simulated", g.Provider, len(g.GPUs))
 	}
+	if _, err := os.Stat(filepath.Join(root, "bin", "wsched-backend-whisper")); err != nil {
+		// The models of a backend that is not installed are not served:
+		// the ggml files are whisper.cpp's by its descriptor's layout.
+		t.Logf("no bin/wsched-backend-whisper (make plugins builds it): its models and the transcription are not tried")
+		return
+	}
 	if body := getUnix(t, e.socket, "/v1/models"); !strings.Contains(body, `"id":"tiny"`) {
 		t.Errorf("dev daemon's models lack the weightless tiny:\n%s", body)
-	}
-
-	if _, err := os.Stat(filepath.Join(root, "bin", "wsched-backend-whisper")); err != nil {
-		t.Logf("no bin/wsched-backend-whisper (make plugins builds it): the transcription is not tried")
-		return
 	}
 	cmd := e.wsched("transcribe", jfk)
 	cmd.Env = append(cmd.Env, "WSCHED_SOCKET="+e.socket)

@@ -111,7 +111,7 @@ func (a *app) modelsList(ctx context.Context, asJSON, noDaemon bool) error {
 // localModels is the registry of this machine's config, sized against a
 // local GPU reading.
 func (a *app) localModels(ctx context.Context, cfg *config.Config) (modelsView, error) {
-	reg, err := models.Load(ctx, cfg.Models)
+	reg, err := models.Load(ctx, cfg.Models, backendSet(ctx, cfg.Backends))
 	if err != nil {
 		return modelsView{}, err
 	}

@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/wsched/wsched/plugins/descriptor"
+)
 
 // Backends is the body of GET /v1/backends: the directories searched, the
 // backends found there, the files refused, and the warm instances.
@@ -19,6 +23,10 @@ type Backend struct {
 	ModelFormats []string          `json:"model_formats,omitempty"`
 	Devices      []string          `json:"devices,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
+	// Descriptor is what the backend says about itself: the backend name
+	// models name, how its models are found and sized, its options, the
+	// devices this build can use.
+	Descriptor *descriptor.Descriptor `json:"descriptor,omitempty"`
 	// Error says why the backend did not answer Info.
 	Error string `json:"error,omitempty"`
 }

@@ -11,10 +11,14 @@ import (
 func backendsBody(st host.Status) api.Backends {
 	out := api.Backends{Dirs: st.Dirs, Backends: []api.Backend{}, Refused: []api.RefusedBackend{}, Instances: []api.BackendInstance{}}
 	for _, b := range st.Backends {
-		out.Backends = append(out.Backends, api.Backend{
+		ab := api.Backend{
 			Name: b.Name, Path: b.Path, Version: b.Info.Version, ModelFormats: b.Info.ModelFormats,
 			Devices: b.Info.Devices, Metadata: b.Info.Metadata, Error: b.Err,
-		})
+		}
+		if !b.Descriptor.IsZero() {
+			ab.Descriptor = &b.Descriptor
+		}
+		out.Backends = append(out.Backends, ab)
 	}
 	for _, r := range st.Refused {
 		out.Refused = append(out.Refused, api.RefusedBackend{Path: r.Path, Reason: r.Reason})

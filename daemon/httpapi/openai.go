@@ -170,7 +170,7 @@ type modelName struct {
 // modelNames lists the served models (a fresh registry scan) for
 // GET /v1/models; created is the model file's modification time.
 func (s *Server) modelNames() []modelName {
-	reg, err := models.Load(context.Background(), s.cfg.Models)
+	reg, err := s.registry(context.Background())
 	if err != nil {
 		s.log.Warn("model registry", "err", err)
 		return nil
@@ -187,4 +187,14 @@ func (s *Server) modelNames() []modelName {
 		out = append(out, modelName{name: m.Name, created: created})
 	}
 	return out
+}
+
+// registry is a fresh scan of the models, with the backends the host
+// discovered.
+func (s *Server) registry(ctx context.Context) (*models.Registry, error) {
+	set, err := s.backends.Descriptors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return models.Load(ctx, s.cfg.Models, set)
 }

@@ -24,6 +24,9 @@ func (s *Server) modelSize(ctx context.Context, body api.LeaseRequest) (int64, a
 		if m.MemoryBytes > 0 { // configured: the operator knows best
 			return m.MemoryBytes, api.ModelEstimate{Source: "memory", TotalBytes: m.MemoryBytes, RecommendedBytes: m.MemoryBytes}, nil, nil
 		}
+		if b, ok := m.RuleBytes(); ok { // its backend's own size rule
+			return b, api.ModelEstimate{Source: "backend", TotalBytes: b, RecommendedBytes: b}, nil, nil
+		}
 		res, err := s.estimateEntry(m, body)
 		if err != nil {
 			if byName, nerr := s.estimateForLease(body); nerr == nil { // a known name whose entry cannot be read
@@ -46,7 +49,7 @@ func (s *Server) modelSize(ctx context.Context, body api.LeaseRequest) (int64, a
 // registryModel looks the request's model up in a fresh registry scan;
 // served lists the registry's names for error messages.
 func (s *Server) registryModel(ctx context.Context, body api.LeaseRequest) (m models.Model, found bool, served string) {
-	reg, err := models.Load(ctx, s.cfg.Models)
+	reg, err := s.registry(ctx)
 	if err != nil {
 		s.log.Warn("model registry", "err", err)
 		return models.Model{}, false, ""
@@ -123,7 +126,7 @@ func (s *Server) postPreview(w http.ResponseWriter, r *http.Request) {
 // memory a lease for each gets (its entry's memory, or the estimate) and
 // its fit on each GPU now.
 func (s *Server) getRegistry(w http.ResponseWriter, r *http.Request) {
-	reg, err := models.Load(r.Context(), s.cfg.Models)
+	reg, err := s.registry(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -155,6 +158,10 @@ func (s *Server) registryEntry(m models.Model, gpus []api.EstimateGPU) api.Regis
 		Problem: m.Problem, Shadows: m.Shadows, MemoryBytes: m.MemoryBytes}
 	if m.MemoryBytes > 0 {
 		out.Estimate = &api.ModelEstimate{Source: "memory", TotalBytes: m.MemoryBytes, RecommendedBytes: m.MemoryBytes, GPUs: fitMemory(m.MemoryBytes, gpus)}
+		return out
+	}
+	if b, ok := m.RuleBytes(); ok {
+		out.Estimate = &api.ModelEstimate{Source: "backend", TotalBytes: b, RecommendedBytes: b, GPUs: fitMemory(b, gpus)}
 		return out
 	}
 	req, err := m.EstimateRequest()

@@ -18,6 +18,7 @@ import (
 	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
+	"github.com/wsched/wsched/plugins/descriptor"
 	"github.com/wsched/wsched/plugins/host"
 )
 
@@ -52,6 +53,8 @@ type Jobs interface {
 // Backends reports the plugin host's backends and instances (*host.Host).
 type Backends interface {
 	Status(ctx context.Context) (host.Status, error)
+	// Descriptors are the discovered backends' descriptors.
+	Descriptors(ctx context.Context) (descriptor.Set, error)
 }
 
 // Estimator sizes models against the machine's GPUs (*runner.Sizer).

@@ -221,4 +221,10 @@ type Model struct {
 	TextJSONPath string `toml:"text_json_path"`
 	// StartTimeout bounds the wait for the app's health route (default 2m).
 	StartTimeout units.Duration `toml:"start_timeout"`
+
+	// Options are settings for the backend, passed to it when the model
+	// loads; the backend's descriptor names and types them (wsched backends
+	// lists them). The backend keys above are shorthands for options of the
+	// same name.
+	Options map[string]any `toml:"options"`
 }

@@ -1,7 +1,7 @@
 package runner
 
 import (
-	"cmp"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -10,55 +10,63 @@ import (
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/models"
 	"github.com/wsched/wsched/plugins"
-	"github.com/wsched/wsched/plugins/execbackend"
 )
 
 // loadRequest is how a model is loaded for job; sizeJob estimates for the
 // same. The VAD model is the job's (a file in [models] dir) when it asks for
-// VAD with one, else the model entry's; an exec entry's app settings travel
-// in Extra, a sherpa-onnx entry's recognizer settings too (sherpaExtra).
+// VAD with one, else the model entry's; the job's value of an option its
+// backend marks Job (SenseVoice's language) goes over the entry's (the host
+// keys instances by Extra, so each value gets an instance of its own).
 func (r *Runner) loadRequest(m models.Model, job jobs.Job) plugins.LoadRequest {
 	req := loadRequest(m)
 	req.VADModelPath = m.Entry.VADModel
 	if v := job.Spec.VADOptions; v.VADModel != "" && vadOn(m, job) {
 		req.VADModelPath = filepath.Join(r.models.Dir, v.VADModel)
 	}
-	if m.Backend == models.SherpaOnnx {
-		req.Extra = sherpaExtra(m, job)
+	for name, v := range jobOptions(job) {
+		if o, ok := m.Descriptor.Option(name); ok && o.Job && v != "" {
+			if req.Extra == nil {
+				req.Extra = map[string]string{}
+			}
+			req.Extra[name] = v
+		}
 	}
 	return req
+}
+
+// checkJobOptions checks the job's values for its backend's Job options
+// (SenseVoice's language): a value the backend does not take is the
+// client's mistake, named by its field, before any memory is leased.
+func checkJobOptions(m models.Model, job jobs.Job) error {
+	for name, v := range jobOptions(job) {
+		if o, ok := m.Descriptor.Option(name); ok && o.Job && v != "" {
+			if err := o.CheckWire(v); err != nil {
+				return jobs.Mark(fmt.Errorf("model %q (backend %s): field %s: %w", m.Name, m.Backend, name, err), jobs.ErrBadInput)
+			}
+		}
+	}
+	return nil
+}
+
+// jobOptions are a job's request fields an option can take its value from.
+func jobOptions(job jobs.Job) map[string]string {
+	return map[string]string{"language": job.Spec.Language}
 }
 
 // loadRequest is the part of a model's load request that does not depend
-// on the job (the sizing uses it).
+// on the job (the sizing uses it): the model's options, its backend's
+// defaults under the entry's, in Extra; the options named like a typed
+// field of the request (flash_attention, threads) fill that field too.
 func loadRequest(m models.Model) plugins.LoadRequest {
-	req := plugins.LoadRequest{ModelPath: m.Path, FlashAttention: m.Backend == models.WhisperCpp && whisperFlashAttention}
-	if m.Backend == config.ExecBackend {
-		req.Extra = execSettings(m).Extra()
+	req := plugins.LoadRequest{ModelPath: m.Path, ModelName: m.Name, Extra: m.Descriptor.Resolve(m.Options)}
+	req.FlashAttention = req.Extra["flash_attention"] == "true"
+	if n, err := strconv.Atoi(req.Extra["threads"]); err == nil {
+		req.Threads = n
+	}
+	if len(req.Extra) == 0 {
+		req.Extra = nil
 	}
 	return req
-}
-
-// sherpaExtra is how a sherpa-onnx model loads for job: its entry's
-// language and ITN, the job's language over the entry's (SenseVoice fixes
-// the language when it loads, so each language gets an instance of its own;
-// the host keys instances by these options).
-func sherpaExtra(m models.Model, job jobs.Job) map[string]string {
-	extra := map[string]string{}
-	if lang := cmp.Or(job.Spec.Language, m.Entry.Language); lang != "" {
-		extra["language"] = lang
-	}
-	if m.Entry.ITN != nil {
-		extra["itn"] = strconv.FormatBool(*m.Entry.ITN)
-	}
-	return extra
-}
-
-// execSettings are an exec model entry's app settings.
-func execSettings(m models.Model) execbackend.Settings {
-	e := m.Entry
-	return execbackend.Settings{Name: m.Name, Command: e.Command, Dir: e.Dir, Env: e.Env, Health: e.Health, Protocol: e.Protocol,
-		Path: e.Path, Field: e.Field, TextJSONPath: e.TextJSONPath, StartTimeout: e.StartTimeout.D()}
 }
 
 // vadOn says whether job runs with VAD: its own choice, else its model's.

@@ -1,35 +1,61 @@
 package runner
 
 import (
+	"errors"
 	"maps"
+	"strings"
 	"testing"
 
-	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/models"
+	"github.com/wsched/wsched/plugins/descriptor"
+	"github.com/wsched/wsched/plugins/sherpa/modeldir"
+	"github.com/wsched/wsched/plugins/whisper/describe"
 )
 
-// TestSherpaLoadRequest: a sherpa-onnx model loads with its entry's language
-// and ITN, and a job's language wins (an instance of its own: the host keys
-// instances by Extra); other backends get none of it.
-func TestSherpaLoadRequest(t *testing.T) {
-	off := false
-	sv := models.Model{Name: "sv", Backend: models.SherpaOnnx, Path: "/m/sv", Entry: config.Model{Language: "zh", ITN: &off}}
+// TestLoadRequestOptions: a model loads with its backend's option defaults
+// under its entry's options; a job's language wins for a backend whose
+// language option is a job option (an instance of its own: the host keys
+// instances by Extra), and is not sent to one without it.
+func TestLoadRequestOptions(t *testing.T) {
+	sherpa, wh := modeldir.Descriptor(), describe.Descriptor()
+	sv := models.Model{Name: "sv", Backend: sherpa.Name, Path: "/m/sv", Descriptor: sherpa, Options: map[string]string{"language": "zh", "itn": "false"}}
 	r := &Runner{}
 	for _, tt := range []struct {
 		m    models.Model
 		lang string
 		want map[string]string
+		fa   bool
 	}{
-		{sv, "", map[string]string{"language": "zh", "itn": "false"}},
-		{sv, "en", map[string]string{"language": "en", "itn": "false"}},
-		{models.Model{Name: "sv2", Backend: models.SherpaOnnx, Path: "/m/sv2"}, "", map[string]string{}},
-		{models.Model{Name: "tiny", Backend: models.WhisperCpp, Path: "/m/tiny.bin"}, "en", nil},
+		{sv, "", map[string]string{"language": "zh", "itn": "false"}, false},
+		{sv, "en", map[string]string{"language": "en", "itn": "false"}, false},
+		{models.Model{Name: "sv2", Backend: sherpa.Name, Path: "/m/sv2", Descriptor: sherpa}, "", nil, false},
+		{models.Model{Name: "tiny", Backend: wh.Name, Path: "/m/tiny.bin", Descriptor: wh}, "en", map[string]string{"flash_attention": "true"}, true},
+		{models.Model{Name: "tiny-nofa", Backend: wh.Name, Path: "/m/tiny.bin", Descriptor: wh, Options: map[string]string{"flash_attention": "false"}}, "", map[string]string{"flash_attention": "false"}, false},
+		{models.Model{Name: "x", Backend: "x", Path: "/m/x", Descriptor: descriptor.Descriptor{Name: "x"}}, "en", nil, false},
 	} {
 		job := jobs.Job{Spec: jobs.Spec{Model: tt.m.Name, Language: tt.lang}}
-		got := r.loadRequest(tt.m, job).Extra
-		if !maps.Equal(got, tt.want) || (tt.want == nil) != (got == nil) {
-			t.Errorf("%s, job language %q: Extra %v, want %v", tt.m.Name, tt.lang, got, tt.want)
+		got := r.loadRequest(tt.m, job)
+		if !maps.Equal(got.Extra, tt.want) || (tt.want == nil) != (got.Extra == nil) || got.FlashAttention != tt.fa {
+			t.Errorf("%s, job language %q: Extra %v fa %v, want %v fa %v", tt.m.Name, tt.lang, got.Extra, got.FlashAttention, tt.want, tt.fa)
 		}
+	}
+}
+
+// TestJobOptionsChecked: a job's value for a Job option of its backend is
+// checked by the option's type and named by its field.
+func TestJobOptionsChecked(t *testing.T) {
+	sherpa := modeldir.Descriptor()
+	m := models.Model{Name: "sv", Backend: sherpa.Name, Path: "/m/sv", Descriptor: sherpa}
+	if err := checkJobOptions(m, jobs.Job{Spec: jobs.Spec{Language: "yue"}}); err != nil {
+		t.Errorf("language yue: %v", err)
+	}
+	err := checkJobOptions(m, jobs.Job{Spec: jobs.Spec{Language: "de"}})
+	if !errors.Is(err, jobs.ErrBadInput) || !strings.Contains(err.Error(), `field language: "de" is not allowed: want one of auto, zh`) {
+		t.Errorf("language de: %v", err)
+	}
+	wh := describe.Descriptor()
+	if err := checkJobOptions(models.Model{Name: "tiny", Descriptor: wh}, jobs.Job{Spec: jobs.Spec{Language: "de"}}); err != nil {
+		t.Errorf("whisper.cpp takes the language per job, not as an option: %v", err)
 	}
 }

@@ -9,21 +9,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/device"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/transcript"
 	"github.com/wsched/wsched/models"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/descriptor"
 	"github.com/wsched/wsched/plugins/host"
 )
 
-// Backends hands out backend instances under leases (*host.Host).
+// Backends hands out backend instances under leases and says which
+// backends there are (*host.Host).
 type Backends interface {
 	Acquire(ctx context.Context, spec host.Spec) (*host.Instance, func(), error)
+	Descriptors(ctx context.Context) (descriptor.Set, error)
 }
 
 // Learner records lease sizes that proved right (*store.DB).
@@ -69,28 +74,18 @@ func New(opts Options) *Runner {
 	return &Runner{models: opts.Models, backends: opts.Backends, sizer: opts.Sizer, learn: opts.Learn, log: log, bounds: opts.Bounds}
 }
 
-// pluginFor names the backend executable that serves a model's backend
-// (wsched-backend-NAME): whisper.cpp models are served by
-// wsched-backend-whisper, sherpa-onnx ones by wsched-backend-sherpa.
-func pluginFor(backend string) string {
-	switch backend {
-	case models.WhisperCpp:
-		return "whisper"
-	case models.SherpaOnnx:
-		return "sherpa"
-	}
-	return backend
-}
-
 // Execute implements jobs.Executor.
 func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (transcript.Transcript, error) {
 	m, err := r.lookupModel(ctx, job.Spec.Model)
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
-	if m.Backend == config.ExecBackend && vadOn(m, job) {
-		return transcript.Transcript{}, jobs.Mark(fmt.Errorf("model %q (backend %s): voice activity detection is not available: the app gets the audio as it is (submit without vad)",
-			m.Name, config.ExecBackend), jobs.ErrBadInput)
+	if !m.Descriptor.VAD && vadOn(m, job) {
+		return transcript.Transcript{}, jobs.Mark(fmt.Errorf("model %q (backend %s): voice activity detection is not available: the backend gets the audio as it is (submit without vad)",
+			m.Name, m.Backend), jobs.ErrBadInput)
+	}
+	if err := checkJobOptions(m, job); err != nil {
+		return transcript.Transcript{}, err
 	}
 	bytes, key, err := r.size(m, job)
 	if err != nil {
@@ -101,15 +96,19 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		wait = time.Until(dl)
 	}
 	granted := placement.Lease{Bytes: bytes, GPUIndex: -1} // until OnGranted says where
-	inst, release, err := r.backends.Acquire(ctx, host.Spec{
-		Backend: pluginFor(m.Backend), Load: r.loadRequest(m, job),
+	spec := host.Spec{
+		Backend: m.Descriptor.Plugin, Load: r.loadRequest(m, job),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 		OnGranted: func(l placement.Lease) { // the attempt counts from here, not while it waits
 			granted = l
 			rep.Placed(jobs.Placement{Backend: l.Labels[host.LabelBackend], GPUIndex: l.GPUIndex, GPUUUID: l.GPU, LeaseID: l.ID, MemoryBytes: l.Bytes})
 		},
-	})
+	}
+	if m.Descriptor.CPUOnly() {
+		onCPU(&spec, m)
+	}
+	inst, release, err := r.backends.Acquire(ctx, spec)
 	if err != nil {
 		if errors.Is(err, plugins.ErrOutOfMemory) { // at Load: no instance to ask
 			return transcript.Transcript{}, r.outOfMemory(m, job, granted, plugins.MemoryReport{}, jobFailure("start backend", err))
@@ -174,11 +173,28 @@ func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {
 	return t
 }
 
+// onCPU places spec on the CPU: its backend cannot use CUDA in this build
+// (sherpa-onnx's bundled ONNX Runtime, say), so it leases no GPU memory;
+// the lease's label says why.
+func onCPU(spec *host.Spec, m models.Model) {
+	spec.Device, spec.MemoryBytes, spec.EstimateKey = device.Spec{Kind: device.CPU}, 0, nil
+	spec.Labels[LabelDevice] = fmt.Sprintf("cpu: backend %s cannot use CUDA in this build (devices: %s)", m.Backend, strings.Join(m.Descriptor.Devices, ", "))
+}
+
+// LabelDevice is the lease label that says why an instance runs where it
+// does, when its backend decided it (a CPU-only build).
+const LabelDevice = "wsched.device"
+
 // lookupModel finds a model in a fresh scan of the registry (models pulled
-// while the daemon runs are served at once). Unknown or unusable models are
-// the client's problem: not retried.
+// while the daemon runs are served at once), with the backends the host
+// discovered. Unknown or unusable models are the client's problem: not
+// retried.
 func (r *Runner) lookupModel(ctx context.Context, name string) (models.Model, error) {
-	reg, err := models.Load(ctx, r.models)
+	set, err := r.backends.Descriptors(ctx)
+	if err != nil {
+		return models.Model{}, fmt.Errorf("backends: %w", err)
+	}
+	reg, err := models.Load(ctx, r.models, set)
 	if err != nil {
 		return models.Model{}, fmt.Errorf("model registry: %w", err)
 	}

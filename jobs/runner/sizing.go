@@ -11,16 +11,6 @@ import (
 	"github.com/wsched/wsched/plugins"
 )
 
-// whisperBestOf is whisper.cpp's default best_of with temperature fallback,
-// which the whisper backend keeps: a fallback re-allocates the KV self cache
-// for best_of + 2 decoders, so leases reserve for it.
-const whisperBestOf = 5
-
-// whisperFlashAttention is how whisper.cpp models are loaded, and sized:
-// flash attention shrinks the encoder's compute buffer (tiny: 64.8 → 17.7 MB
-// on the CPU) and is whisper.cpp's own default.
-const whisperFlashAttention = true
-
 // Viewer gives the placement engine's published accounts and driver
 // (*placement.Engine), without its leases.
 type Viewer interface {
@@ -96,10 +86,6 @@ const oomGrowth = 1.5
 func (r *Runner) retryBytes(m models.Model, leaseBytes int64, gpuIndex int, rep plugins.MemoryReport, oom error) int64 {
 	need := int64(oomGrowth * float64(leaseBytes))
 	if req, err := m.EstimateRequest(); err == nil {
-		if req.Backend == estimator.WhisperCpp {
-			fa := loadRequest(m).FlashAttention
-			req.BestOf, req.FlashAttention = whisperBestOf, &fa
-		}
 		if res, err := r.sizer.EstimateAnyGPU(req); err == nil {
 			need = max(need, res.RecommendedBytes)
 		}
@@ -124,23 +110,26 @@ func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, re
 }
 
 // size is the lease size for a job: the estimator's recommendation
-// (learned peaks included) for the model, reserving whisper.cpp's fallback
-// decoders, scaled by the job's OOM factor (1.5 per out-of-memory retry).
+// (learned peaks included) for the model, reserving the decoders its
+// backend's descriptor names (best_of), scaled by the job's OOM factor (1.5 per out-of-memory retry).
 // Nothing is learned during the retries, so the factor applies to the same
 // estimate each time: E, 1.5 E, 2.25 E, … — and at least the job's
 // RetryBytes, what the last OOM showed it needs (retryBytes).
 func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
-	if m.MemoryBytes > 0 { // configured: the operator knows best
+	if m.Descriptor.CPUOnly() { // placed on the CPU: no GPU memory to size
+		return 0, estimator.Key{}, nil
+	}
+	rule, ruled := m.RuleBytes() // the backend's own rule, from the model's size on disk
+	if bytes := m.MemoryBytes; bytes > 0 || ruled {
+		if bytes <= 0 {
+			bytes = rule
+		} // else configured: the operator knows best
 		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.driver())}
-		return max(int64(float64(m.MemoryBytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
+		return max(int64(float64(bytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
 	}
 	req, err := m.EstimateRequest()
 	if err != nil {
 		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
-	}
-	if req.Backend == estimator.WhisperCpp {
-		fa := loadRequest(m).FlashAttention
-		req.BestOf, req.FlashAttention = whisperBestOf, &fa
 	}
 	res, err := r.sizer.EstimateAnyGPU(req)
 	if err != nil {

@@ -64,7 +64,7 @@ func (b *Backend) Info(context.Context) (plugins.Info, error) {
 		version = "dev"
 	}
 	info := plugins.Info{Name: Name, Version: version, ModelFormats: []string{"command"}, Devices: []string{"cpu", "cuda"},
-		Metadata: map[string]string{"protocols": ProtocolOpenAI + "," + ProtocolMultipart}}
+		Metadata: map[string]string{"protocols": ProtocolOpenAI + "," + ProtocolMultipart}, Descriptor: Descriptor()}
 	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
 		info.Metadata["env.CUDA_VISIBLE_DEVICES"] = v
 	}

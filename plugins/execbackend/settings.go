@@ -7,6 +7,7 @@
 package execbackend
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -90,7 +91,7 @@ func (s Settings) Extra() map[string]string {
 // Errors wrap plugins.ErrBadRequest.
 func ParseSettings(req plugins.LoadRequest) (Settings, error) {
 	x := req.Extra
-	s := Settings{Name: x[ExtraName], Dir: req.ModelPath, Health: x[ExtraHealth], Protocol: x[ExtraProtocol],
+	s := Settings{Name: cmp.Or(x[ExtraName], req.ModelName), Dir: req.ModelPath, Health: x[ExtraHealth], Protocol: x[ExtraProtocol],
 		Path: x[ExtraPath], Field: x[ExtraField], TextJSONPath: x[ExtraTextJSONPath], StartTimeout: DefaultStartTimeout}
 	if err := json.Unmarshal([]byte(x[ExtraCommand]), &s.Command); err != nil || len(s.Command) == 0 || s.Command[0] == "" {
 		return s, fmt.Errorf("%w: %s=%q: want a JSON array naming the app's command", plugins.ErrBadRequest, ExtraCommand, x[ExtraCommand])

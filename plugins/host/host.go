@@ -82,6 +82,8 @@ type Host struct {
 	waiting map[key][]int64   // sizes of the loads waiting for memory, by key
 	probes  map[string]probe  // Info answers by path
 	logged  map[string]string // refusal reasons already logged, by path
+
+	descs descriptors // the backends' descriptors (Rescan)
 }
 
 // New returns a host; nothing runs until Run.

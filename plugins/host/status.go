@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/descriptor"
 )
 
 // probe is a cached Info answer for one version of a binary.
@@ -36,6 +37,9 @@ type BackendStatus struct {
 	Path string
 	Info plugins.Info // zero when Err is set
 	Err  string       // why the Info probe failed
+	// Descriptor is the backend's own, or one made of its Info; zero when
+	// Err is set.
+	Descriptor descriptor.Descriptor
 }
 
 // InstanceStatus is one instance as Status shows it.
@@ -89,7 +93,11 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		if ctx.Err() != nil {
 			return Status{}, fmt.Errorf("host: status: %w", ctx.Err())
 		}
-		st.Backends = append(st.Backends, BackendStatus{Name: b.Name, Path: b.Path, Info: info, Err: err})
+		bs := BackendStatus{Name: b.Name, Path: b.Path, Info: info, Err: err}
+		if err == "" {
+			bs.Descriptor = describe(b, info)
+		}
+		st.Backends = append(st.Backends, bs)
 	}
 	return st, nil
 }

@@ -83,9 +83,14 @@ type InfoResponse struct {
 	// (an existing app the backend started, and that app's workers). The host
 	// counts them against the instance's lease, so reconciliation and learning
 	// see their device memory. Empty for backends that run in-process.
-	Pids          []int32 `protobuf:"varint,6,rep,packed,name=pids,proto3" json:"pids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pids []int32 `protobuf:"varint,6,rep,packed,name=pids,proto3" json:"pids,omitempty"`
+	// The backend's descriptor as JSON (plugins/descriptor.Descriptor): its
+	// backend name, model layouts, estimator profile, options and the devices
+	// this build can use. Empty from backends older than the field: the host
+	// then describes them by name, model_formats and devices alone.
+	DescriptorJson []byte `protobuf:"bytes,7,opt,name=descriptor_json,json=descriptorJson,proto3" json:"descriptor_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -160,6 +165,13 @@ func (x *InfoResponse) GetPids() []int32 {
 	return nil
 }
 
+func (x *InfoResponse) GetDescriptorJson() []byte {
+	if x != nil {
+		return x.DescriptorJson
+	}
+	return nil
+}
+
 type LoadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absolute path of the model file; the daemon has checked it exists.
@@ -174,7 +186,11 @@ type LoadRequest struct {
 	// Voice-activity-detection model (e.g. whisper.cpp's silero ggml file);
 	// empty = no VAD model available to this instance.
 	VadModelPath string `protobuf:"bytes,5,opt,name=vad_model_path,json=vadModelPath,proto3" json:"vad_model_path,omitempty"`
-	// Backend-specific settings, passed through from the daemon's config.
+	// The name clients know the model by ([[models.model]] name, or the
+	// models_dir name), for the backend's logs and errors.
+	ModelName string `protobuf:"bytes,6,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	// Backend-specific settings: the model's options as its backend's
+	// descriptor declares them (defaults filled in), all as strings.
 	Extra         map[string]string `protobuf:"bytes,15,rep,name=extra,proto3" json:"extra,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -241,6 +257,13 @@ func (x *LoadRequest) GetFlashAttention() bool {
 func (x *LoadRequest) GetVadModelPath() string {
 	if x != nil {
 		return x.VadModelPath
+	}
+	return ""
+}
+
+func (x *LoadRequest) GetModelName() string {
+	if x != nil {
+		return x.ModelName
 	}
 	return ""
 }
@@ -1017,24 +1040,27 @@ var File_wsched_backend_v1_backend_proto protoreflect.FileDescriptor
 const file_wsched_backend_v1_backend_proto_rawDesc = "" +
 	"\n" +
 	"\x1fwsched/backend/v1/backend.proto\x12\x11wsched.backend.v1\x1a\x1egoogle/protobuf/duration.proto\"\r\n" +
-	"\vInfoRequest\"\x97\x02\n" +
+	"\vInfoRequest\"\xc0\x02\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12#\n" +
 	"\rmodel_formats\x18\x03 \x03(\tR\fmodelFormats\x12\x18\n" +
 	"\adevices\x18\x04 \x03(\tR\adevices\x12I\n" +
 	"\bmetadata\x18\x05 \x03(\v2-.wsched.backend.v1.InfoResponse.MetadataEntryR\bmetadata\x12\x12\n" +
-	"\x04pids\x18\x06 \x03(\x05R\x04pids\x1a;\n" +
+	"\x04pids\x18\x06 \x03(\x05R\x04pids\x12'\n" +
+	"\x0fdescriptor_json\x18\a \x01(\fR\x0edescriptorJson\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x02\n" +
 	"\vLoadRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
 	"\athreads\x18\x03 \x01(\x05R\athreads\x12'\n" +
 	"\x0fflash_attention\x18\x04 \x01(\bR\x0eflashAttention\x12$\n" +
-	"\x0evad_model_path\x18\x05 \x01(\tR\fvadModelPath\x12?\n" +
+	"\x0evad_model_path\x18\x05 \x01(\tR\fvadModelPath\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x06 \x01(\tR\tmodelName\x12?\n" +
 	"\x05extra\x18\x0f \x03(\v2).wsched.backend.v1.LoadRequest.ExtraEntryR\x05extra\x1a8\n" +
 	"\n" +
 	"ExtraEntry\x12\x10\n" +

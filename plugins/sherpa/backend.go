@@ -92,7 +92,7 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 		}
 	}
 	b.mu.Unlock()
-	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"onnx"}, Devices: kinds, Metadata: meta}, nil
+	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"onnx"}, Devices: kinds, Metadata: meta, Descriptor: modeldir.Descriptor()}, nil
 }
 
 // SherpaVersion is the sherpa-onnx Go module this backend is built on.

@@ -20,6 +20,7 @@ import (
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/whisper/describe"
 )
 
 // Name is the backend's name: its binary is wsched-backend-whisper.
@@ -108,7 +109,7 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 		meta["flash_attn"], meta["threads"] = strconv.FormatBool(m.flashAttn), strconv.Itoa(m.threads)
 	}
 	b.mu.Unlock()
-	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta}, nil
+	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta, Descriptor: describe.Descriptor()}, nil
 }
 
 // deviceKinds are the device kinds the build can run on: cpu, and cuda when
