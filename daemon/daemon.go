@@ -111,6 +111,7 @@ func New(opts Options) (*Daemon, error) {
 		UIDLimits:   jobs.OwnerLimits{Active: cfg.Limits.ActiveJobs, Stored: cfg.Limits.StoredJobs},
 		TokenLimits: jobs.OwnerLimits{Active: cfg.Limits.TokenActiveJobs, Stored: cfg.Limits.TokenStoredJobs},
 	}, run, d.db, log)
+	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
 	return d, nil
 }
 

@@ -79,6 +79,9 @@ type Request struct {
 	// Processors is whisper.cpp's n_processors: states sharing one copy of
 	// the weights. 0 means 1.
 	Processors int `json:"processors,omitempty"`
+	// Concurrency is the number of jobs (decoding streams) one instance
+	// serves at once, sharing its weights and context (Streams); 0 means 1.
+	Concurrency int `json:"concurrency,omitempty"`
 	// GPUs are the candidate devices with the memory available on each.
 	GPUs []GPUFree `json:"gpus,omitempty"`
 	// GPUModel selects learned values when GPUs is empty (NVML's name).
@@ -162,6 +165,9 @@ type Result struct {
 	// WhisperCpp holds the buffer sizes as whisper.cpp logs them (whisper.cpp
 	// profile only).
 	WhisperCpp *WhisperCppBuffers `json:"whisper_cpp,omitempty"`
+	// Streams splits the estimate into the shared and the per-stream part;
+	// TotalBytes is for Streams.Concurrency streams in one instance.
+	Streams *Streams `json:"streams,omitempty"`
 }
 
 // Config tunes an Estimator; zero fields take the defaults.
@@ -278,6 +284,7 @@ func (e *Estimator) estimateOn(req Request, gpuModel string) (Result, error) {
 	if err := e.applyLearned(&res); err != nil {
 		return Result{}, err
 	}
+	applyStreams(&res, req.Concurrency, f.margin)
 	return res, nil
 }
 
@@ -305,9 +312,9 @@ func normalize(req Request) (Request, error) {
 	if req.Model == "" && req.Header == nil && len(req.ONNX) == 0 {
 		return req, fmt.Errorf("estimate: no model given: %w", ErrBadRequest)
 	}
-	for _, v := range []int{req.Beam, req.BestOf, req.Batch, req.Processors} {
+	for _, v := range []int{req.Beam, req.BestOf, req.Batch, req.Processors, req.Concurrency} {
 		if v < 0 || v > 1024 {
-			return req, fmt.Errorf("estimate: beam/best_of/batch/processors %d out of range: %w", v, ErrBadRequest)
+			return req, fmt.Errorf("estimate: beam/best_of/batch/processors/concurrency %d out of range: %w", v, ErrBadRequest)
 		}
 	}
 	if req.SegmentSeconds < 0 || req.SegmentSeconds > 24*3600 {

@@ -25,6 +25,12 @@ func (r Result) WriteText(w io.Writer, explain bool) error {
 		}
 		p("%s\t  %s\t%s\n", label, c.name, units.FormatBytes(c.bytes))
 	}
+	if s := r.Streams; s != nil && (s.Concurrency > 1 || explain) {
+		p("shared\t%s\t%v\n", units.FormatBytes(s.SharedBytes), s.Shared)
+		p("per stream\t%s\t%v\n", units.FormatBytes(s.PerStreamBytes), s.PerStream)
+		p("streams\t%d in one instance: %s (as %d processes: %s, %.2f×)\n", s.Concurrency, units.FormatBytes(s.TotalBytes),
+			s.Concurrency, units.FormatBytes(s.ProcessPerJobBytes), s.Density())
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

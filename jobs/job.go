@@ -119,6 +119,15 @@ type Job struct {
 	// Result is set when completed.
 	Result   *transcript.Transcript `json:"result,omitempty"`
 	Finished time.Time              `json:"finished,omitzero"`
+
+	// AudioSeconds is the audio's duration, read at admission (WAV header
+	// or ffprobe); 0 when unknown. ExpectedSeconds is the expected
+	// processing time (AudioSeconds × the learned real-time factor);
+	// ExpectedStart, for a queued job, when it is expected to start
+	// (length-aware order, order.go).
+	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
+	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
+	ExpectedStart   time.Time `json:"expected_start,omitzero"`
 }
 
 // clone copies a job so callers can keep it.

@@ -69,6 +69,14 @@ type Config struct {
 	UIDLimits, TokenLimits OwnerLimits
 	// OOMGrowth scales the memory of an attempt after a CUDA OOM (1.5).
 	OOMGrowth float64
+	// MaxReorderWait is [jobs] max_reorder_wait (order.go); 0: arrival
+	// order within a priority.
+	MaxReorderWait time.Duration
+	// Probe reads an audio file's duration at admission; nil: ProbeAudio.
+	Probe AudioProbe
+	// GPUModel names the GPU of a UUID for learning real-time factors
+	// (NVML's name); nil: the UUID stands for its model.
+	GPUModel func(uuid string) string
 }
 
 // Manager owns the jobs. One goroutine (Run) holds all mutable state; the
@@ -92,6 +100,7 @@ type entry struct {
 	cancelled bool
 	subs      map[int]chan Event
 	outcome   string // of the attempt that just ended, for the next event
+	gpuModel  string // of the running attempt's GPU (RTF learning)
 }
 
 // ownerCount is what one owner (uid) has in the table.
@@ -109,6 +118,8 @@ type mstate struct {
 	// owners counts each owner's jobs (OwnerLimits), kept by add, drop
 	// and transition.
 	owners map[int]*ownerCount
+	// rtfs holds the learned real-time factors (order.go); see rtf.
+	rtfs *RTFTable
 }
 
 // New returns a manager; start it with Run.
@@ -171,9 +182,14 @@ func (m *Manager) Submit(ctx context.Context, spec Spec) (Job, error) {
 	if _, err := transcript.ParseFormat(spec.Format); err != nil {
 		return Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	secs := m.probe(ctx, spec.AudioPath)
 	var out Job
 	var err error
-	derr := m.do(ctx, func(s *mstate) { out, err = s.submit(spec) })
+	derr := m.do(ctx, func(s *mstate) {
+		if out, err = s.submit(spec); err == nil {
+			out = s.admitted(out.ID, secs)
+		}
+	})
 	return out, cmp.Or(derr, err)
 }
 
@@ -197,6 +213,7 @@ func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 			return
 		}
 		out = e.job.clone()
+		out.ExpectedStart = s.expectedStarts()[id]
 	})
 	return out, cmp.Or(derr, err)
 }
@@ -205,8 +222,11 @@ func (m *Manager) Get(ctx context.Context, id string) (Job, error) {
 func (m *Manager) List(ctx context.Context) ([]Job, error) {
 	var out []Job
 	err := m.do(ctx, func(s *mstate) {
+		starts := s.expectedStarts()
 		for _, e := range s.jobs {
-			out = append(out, e.job.clone())
+			j := e.job.clone()
+			j.ExpectedStart = starts[j.ID]
+			out = append(out, j)
 		}
 	})
 	slices.SortFunc(out, func(a, b Job) int { return b.Created.Compare(a.Created) })

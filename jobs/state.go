@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,13 +92,12 @@ func (s *mstate) emit(e *entry, ev Event) {
 	}
 }
 
-// dispatch starts pending jobs while fewer than MaxActive are placed:
-// highest priority first, then oldest.
+// dispatch starts pending jobs while fewer than MaxActive are placed, in
+// length-aware order (order.go): highest priority first, then aged jobs by
+// age, then shortest expected time.
 func (s *mstate) dispatch() {
 	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
-		slices.SortStableFunc(s.pending, func(a, b *entry) int {
-			return cmp.Or(cmp.Compare(b.job.Spec.Priority, a.job.Spec.Priority), a.job.Created.Compare(b.job.Created))
-		})
+		s.sortPending()
 		e := s.pending[0]
 		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
 		s.pending = s.pending[1:]
@@ -142,6 +140,7 @@ func (s *mstate) finish(id string, res transcript.Transcript, err error) (retry 
 		e.job.Error, e.job.ErrorKind, e.outcome = "cancelled", "cancelled", OutcomeCancelled
 		s.transition(e, Cancelled)
 	case err == nil:
+		s.learnRTF(e)
 		e.job.Result, e.job.Progress, e.job.Error, e.outcome = &res, 100, "", OutcomeCompleted
 		s.transition(e, Completed)
 	case retryable(err) && e.job.Attempts <= s.m.cfg.MaxRetries:

@@ -78,7 +78,9 @@ func (r *reporter) with(f func(s *mstate, e *entry)) {
 }
 
 func (r *reporter) Placed(p Placement) {
+	gpuModel := r.m.gpuModel(p.GPUUUID) // outside the loop: it may ask the engine
 	r.with(func(s *mstate, e *entry) {
+		e.gpuModel = gpuModel
 		e.countAttempt()
 		e.job.Backend, e.job.GPUIndex, e.job.GPUUUID, e.job.LeaseID, e.job.MemoryBytes = p.Backend, p.GPUIndex, p.GPUUUID, p.LeaseID, p.MemoryBytes
 		s.transition(e, Loading)

@@ -30,6 +30,7 @@ import (
 type estimateFlags struct {
 	model, backend, precision  string
 	beam, bestOf, batch, procs int
+	concurrency                int
 	segment                    secondsValue
 	flashAttn                  bool
 	gpu                        int
@@ -115,6 +116,7 @@ assign_optimal_model); --fits gpus does so for each GPU.`,
 	fl.IntVar(&f.bestOf, "best-of", 0, "sampled candidates on temperature fallback (whisper.cpp's best_of)")
 	fl.IntVar(&f.batch, "batch", 0, "batch size (pytorch, faster-whisper, seed)")
 	fl.IntVar(&f.procs, "processors", 0, "whisper.cpp parallel states sharing one copy of the weights")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "jobs (streams) served at once by one instance sharing weights and context;\nthe total is for all of them (--explain: shared and per-stream parts)")
 	fl.Var(&f.segment, "segment", "audio segment length, \"30s\" or seconds (seed only; the others work on 30s windows)")
 	fl.BoolVar(&f.flashAttn, "flash-attn", true, "whisper.cpp flash attention")
 	fl.IntVar(&f.gpu, "gpu", 0, "only this GPU index (default: all GPUs)")
@@ -216,6 +218,7 @@ func (f estimateFlags) request(b estimator.Backend, flashAttnSet bool) estimator
 		Backend: b, Precision: f.precision, Beam: f.beam, BestOf: f.bestOf, Batch: f.batch,
 		Processors: f.procs, SegmentSeconds: float64(f.segment),
 	}
+	req.Concurrency = f.concurrency
 	if flashAttnSet {
 		fa := f.flashAttn
 		req.FlashAttention = &fa

@@ -43,6 +43,7 @@ would pick.`,
 	root.AddCommand(newBackendsCmd(a), newTopCmd(a), newMonitorCmd(a))
 	root.AddCommand(newModelsCmd(a))
 	root.AddCommand(newK8sCmd(a), newStateCmd(a), newVersionCmd(a))
+	root.AddCommand(newSimCmd(a))
 	return root
 }
 

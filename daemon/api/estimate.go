@@ -15,6 +15,8 @@ type EstimateRequest struct {
 	// FlashAttention is whisper.cpp's flash_attn; nil means its default (on).
 	FlashAttention *bool `json:"flash_attention,omitempty"`
 	Processors     int   `json:"processors,omitempty"`
+	// Concurrency is the number of streams one instance serves at once.
+	Concurrency int `json:"concurrency,omitempty"`
 	// GPUs are the candidates; empty means the daemon's GPUs.
 	GPUs     []EstimateGPU `json:"gpus,omitempty"`
 	GPUModel string        `json:"gpu_model,omitempty"`
@@ -45,6 +47,19 @@ type Estimate struct {
 	Key              EstimateKey       `json:"key"`
 	// WhisperCpp holds the buffer sizes as whisper.cpp logs them.
 	WhisperCpp *WhisperCppBuffers `json:"whisper_cpp,omitempty"`
+	// Streams splits the total into the shared and the per-stream part.
+	Streams *EstimateStreams `json:"streams,omitempty"`
+}
+
+// EstimateStreams is the estimate for Concurrency streams in one instance.
+type EstimateStreams struct {
+	Concurrency        int      `json:"concurrency"`
+	SharedBytes        int64    `json:"shared_bytes"`
+	PerStreamBytes     int64    `json:"per_stream_bytes"`
+	TotalBytes         int64    `json:"total_bytes"`
+	ProcessPerJobBytes int64    `json:"process_per_job_bytes"`
+	Shared             []string `json:"shared"`
+	PerStream          []string `json:"per_stream"`
 }
 
 // EstimateFit says whether the process fits on one GPU and how many copies would.

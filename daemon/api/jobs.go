@@ -92,6 +92,14 @@ type Job struct {
 	// Deleted is set in the answer of DELETE /v1/jobs/{id}: true when the
 	// job had finished and was deleted, false when it was cancelled.
 	Deleted bool `json:"deleted,omitempty"`
+
+	// AudioSeconds is the audio's duration read at admission (0: unknown);
+	// ExpectedSeconds the expected processing time; ExpectedStart, for a
+	// job held back beyond max_active, when it is expected to start
+	// (length-aware order).
+	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
+	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
+	ExpectedStart   time.Time `json:"expected_start,omitzero"`
 }
 
 // JobSpec is what the job was asked to do.

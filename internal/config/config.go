@@ -150,6 +150,10 @@ type Jobs struct {
 	MinFreeDisk units.Bytes `toml:"min_free_disk"`
 	// UploadTimeout bounds reading one upload.
 	UploadTimeout units.Duration `toml:"upload_timeout"`
+	// MaxReorderWait bounds how long length-aware order may keep a queued
+	// job behind shorter ones of its priority: past it, jobs go in arrival
+	// order (aging). 0 turns the reordering off (arrival order).
+	MaxReorderWait units.Duration `toml:"max_reorder_wait"`
 }
 
 // Models is the [models] section (formerly part of [backends]).

@@ -41,6 +41,8 @@ func Defaults() *Config {
 			ResultTTL:  units.Duration(24 * time.Hour),
 			MaxActive:  64,
 			MaxUpload:  units.Bytes(1 * units.GiB),
+			// length-aware order (jobs/order.go)
+			MaxReorderWait: units.Duration(2 * time.Minute),
 		},
 		Models: Models{
 			URL:     DefaultModelsURL,

@@ -98,6 +98,8 @@ func (b Backends) validate() error {
 
 func (j Jobs) validate() error {
 	switch {
+	case j.MaxReorderWait < 0:
+		return bad("jobs.max_reorder_wait", "%s is not allowed: want 0 (arrival order) or a duration above 0", j.MaxReorderWait)
 	case j.MaxRetries < 0 || j.MaxRetries > 100:
 		return bad("jobs.max_retries", "%d is not allowed: want 0 to 100", j.MaxRetries)
 	case j.Timeout <= 0:
