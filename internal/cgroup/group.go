@@ -101,7 +101,7 @@ func (g *Group) Dir() string {
 // CLONE_INTO_CGROUP, so not even the first instruction runs outside it). On
 // v1, or when the directory cannot be opened, Add after Start places it.
 func (g *Group) Prepare(cmd *exec.Cmd) {
-	if g == nil || !g.v2 {
+	if g == nil || !g.v2 || !clone3Usable() {
 		return
 	}
 	if g.fd == nil {
@@ -126,7 +126,10 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	}
 	if g.v2 {
 		g.Prepare(cmd)
-		return cmd.Start()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		return g.Add(cmd.Process.Pid) // without clone3 placed a moment late; else a no-op rewrite
 	}
 	runtime.LockOSThread()
 	tid := []byte(strconv.Itoa(unix.Gettid()))
@@ -145,6 +148,17 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	}
 	runtime.UnlockOSThread()
 	return err
+}
+
+// clone3Usable says whether clone3 reaches the kernel. A seccomp filter
+// (systemd's SystemCallFilter= and RestrictNamespaces= in wsched.service)
+// answers it ENOSYS so that libc falls back to clone, but Go's
+// CLONE_INTO_CGROUP start has no fallback: the start fails with "function not
+// implemented". Probed with a NULL argument of size 0, which the kernel
+// refuses (EINVAL) without creating anything.
+func clone3Usable() bool {
+	_, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
+	return errno != unix.ENOSYS
 }
 
 // Add moves pid (the whole process) into the group.

@@ -329,6 +329,7 @@ for m in tiny:whisper sensevoice:exec sensevoice-onnx:sherpa; do
 done
 check "exec: the app answered on loopback (its transcript names the bytes it got)" as_user alice 'cd && wsched transcribe --model sensevoice jfk.wav | grep -q "bytes=352078"'
 check "three warm backends in the unit's cgroup" inside sh -c 'systemctl status wsched --no-pager -l -n 0 | tee -a /dev/stderr | grep -c "/usr/lib/wsched/plugins/wsched-backend-\(whisper\|sherpa\|exec\)" | grep -qx 3'
+check "each backend in a cgroup of its own under the unit (Delegate=yes)" inside sh -c 'n=$(systemd-cgls --no-pager -u wsched.service | grep -c "backend-l-"); [ "$n" -ge 3 ] && ! journalctl -u wsched -b --no-pager -o cat | grep -q "without a cgroup of its own"'
 
 # --- leases across restarts -----------------------------------------------------------------------------------
 inside runuser -u alice -- sh -c 'eval "$(wsched lease --memory 2GiB --ttl 5m)"; exec sleep 25' >"$LOGS/alice-lease.log" 2>&1 &
