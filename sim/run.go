@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/placement"
 )
@@ -354,7 +355,7 @@ func (s *simulation) finish(ctx context.Context, e event) error {
 		s.long[in.gpu]--
 	}
 	r := s.records[e.job]
-	s.rtf.Observe(jobs.RTFKey{Model: j.Model, Backend: "whisper.cpp", GPUModel: H100}, j.AudioSeconds, r.finish-r.start)
+	s.rtf.Observe(jobs.RTFKey{Model: j.Model, Backend: string(estimator.WhisperCpp), GPUModel: H100}, j.AudioSeconds, r.finish-r.start)
 	if in.streams == 0 {
 		in.idleGen++
 		s.push(event{at: s.now + s.cfg.KeepAlive.Seconds(), kind: evIdle, inst: in, gen: in.idleGen})

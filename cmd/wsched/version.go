@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsched/wsched/plugins/host"
+	"github.com/wsched/wsched/plugins/sherpa/modeldir"
+	whisperdesc "github.com/wsched/wsched/plugins/whisper/describe"
 )
 
 // commit is set at build time (make: -X main.commit=…); without it, the
@@ -60,7 +62,7 @@ func (b build) String() string {
 
 // engineKeys are the Info metadata keys in which backends report the
 // version of the engine they link, with the engine's name.
-var engineKeys = []struct{ key, name string }{{"whisper_cpp", "whisper.cpp"}, {"sherpa_onnx", "sherpa-onnx"}}
+var engineKeys = []struct{ key, name string }{{"whisper_cpp", whisperdesc.Name}, {"sherpa_onnx", modeldir.Name}}
 
 // backendVersion is one backend binary's answer to Info.
 type backendVersion struct {

@@ -1,10 +1,13 @@
 package modeldir
 
-import "github.com/wsched/wsched/plugins/descriptor"
+import (
+	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/plugins/descriptor"
+)
 
-// Name is the backend name of sherpa-onnx model directories: the one
-// declaration of it.
-const Name = "sherpa-onnx"
+// Name is the backend name of sherpa-onnx model directories: the engine's
+// name, declared once, by the estimator profile that sizes it.
+const Name = string(estimator.SherpaOnnx)
 
 // Descriptor is what the sherpa-onnx backend tells the daemon (without the
 // devices: Info says whether a CUDA provider library is there). Its

@@ -2,12 +2,15 @@
 // build tag, so the CLI and tests read it without linking libwhisper.
 package describe
 
-import "github.com/wsched/wsched/plugins/descriptor"
+import (
+	"github.com/wsched/wsched/estimator"
+	"github.com/wsched/wsched/plugins/descriptor"
+)
 
-// Name is the backend name of whisper.cpp models: the one declaration of
-// it. Models are ggml-NAME.bin files (and whisper.cpp's weightless
+// Name is the backend name of whisper.cpp models: the engine's name,
+// declared once, by the estimator profile that sizes it. Models are ggml-NAME.bin files (and whisper.cpp's weightless
 // for-tests-ggml-NAME.bin) in models_dir, or [[models.model]] entries.
-const Name = "whisper.cpp"
+const Name = string(estimator.WhisperCpp)
 
 // Descriptor is what the whisper.cpp backend tells the daemon (without the
 // devices, which Info fills in from the build).
