@@ -20,7 +20,7 @@ K8S_E2E     := packaging/kubernetes/e2e/kubelet-e2e.sh
 export K8S_VERSION K8S_CACHE
 
 .PHONY: k8s-manifests-test k8s-e2e k8s-e2e-teardown
-test: k8s-manifests-test k8s-e2e
+test: k8s-manifests-test
 
 k8s-manifests-test:
 	cd packaging/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
