@@ -8,7 +8,11 @@
 #               + kubelet, and packaging/kubernetes/*.yaml patched only where
 #               this GPU-less, registry-less node needs it (e2e/patch).
 #
-# Usage: kubelet-e2e.sh [all|standalone|cluster|teardown]   (default all)
+# Usage: kubelet-e2e.sh [all|standalone|cluster|dra|teardown]   (default all)
+#
+#   dra:        in the cluster, `wsched k8s dra-driver` on the host, claims with
+#               consumable capacity "memory" (scenarios_dra.sh); part of all
+#               unless E2E_DRA=0.
 #
 # Needs root, Debian 12 (apt: containerd runc containernetworking-plugins;
 # apt-get download: busybox-static etcd-server), Go and the Go module proxy.
@@ -54,6 +58,8 @@ CMDS=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 . "${HERE}/host.sh"
 # shellcheck source=packaging/kubernetes/e2e/scenarios.sh
 . "${HERE}/scenarios.sh"
+# shellcheck source=packaging/kubernetes/e2e/scenarios_dra.sh
+. "${HERE}/scenarios_dra.sh"
 
 K() { "${K8S_BIN}/kubectl" --kubeconfig "${WORK}/pki/admin.kubeconfig" "$@"; }
 WS() { "${WORK}/bin/wsched" --config "${WORK}/wsched-sim.toml" "$@"; }
@@ -77,7 +83,7 @@ finish() {
 
 mode=${1:-all}
 case ${mode} in
-standalone | cluster | all)
+standalone | cluster | dra | all)
 	[[ $(id -u) = 0 ]] || fail "needs root"
 	mkdir -p "${K8S_CACHE}"
 	exec 9>"${K8S_CACHE}/e2e.lock"
@@ -88,9 +94,14 @@ standalone | cluster | all)
 	case ${mode} in
 	standalone) standalone ;;
 	cluster) cluster ;;
+	dra)
+		cluster_up
+		dra
+		;;
 	all)
 		standalone
 		cluster
+		if [[ ${E2E_DRA:-1} = 1 ]]; then dra; fi
 		;;
 	esac
 	log "PASS"
@@ -100,7 +111,7 @@ teardown)
 	teardown
 	;;
 *)
-	echo "usage: $0 [all|standalone|cluster|teardown]" >&2
+	echo "usage: $0 [all|standalone|cluster|dra|teardown]" >&2
 	exit 2
 	;;
 esac
