@@ -47,7 +47,7 @@ setup() {
 	if [[ ! -x ${K8S_CACHE}/debs/busybox/bin/busybox || ! -x ${K8S_CACHE}/debs/etcd/usr/bin/etcd ]]; then
 		timed "apt-get download busybox-static etcd-server" debs
 	fi
-	for c in "${CMDS[@]}"; do
+	for c in "${K8S_NEED[@]}"; do
 		if [[ ! -x ${K8S_BIN}/${c} ]]; then
 			timed "build kubernetes v${K8S_VERSION} (cold)" "${HERE}/build-k8s.sh" "${K8S_VERSION}" "${K8S_BIN}"
 			break

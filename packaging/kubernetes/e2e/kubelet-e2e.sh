@@ -51,7 +51,8 @@ K8S_BIN=${K8S_CACHE}/v${K8S_VERSION}
 NODE=$(hostname | tr '[:upper:]' '[:lower:]')
 KUBELET_DIR=/var/lib/kubelet
 OWNED=/run/wsched-k8s-e2e.owner # WORK of the run that owns the host's kubelet state
-CMDS=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
+K8S_NEED=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
+[[ ${1:-all} != standalone ]] || K8S_NEED=(kubelet) # the binaries the scenario needs
 # shellcheck source=packaging/kubernetes/e2e/lib.sh
 . "${HERE}/lib.sh"
 # shellcheck source=packaging/kubernetes/e2e/host.sh

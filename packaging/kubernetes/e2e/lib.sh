@@ -8,7 +8,7 @@ declare -A TIMES
 # secs START: seconds since START (an $EPOCHREALTIME), one decimal
 secs() {
 	local now=${EPOCHREALTIME} s=$1
-	local d=$(((${now/./} - ${s/./}) / 100000))
+	local d=$(((10#${now//[.,]/} - 10#${s//[.,]/}) / 100000))
 	printf '%d.%d' $((d / 10)) $((d % 10))
 }
 log() { printf '[%6ss] %s\n' "$(secs "${T_START}")" "$*"; }
