@@ -37,7 +37,15 @@ debs() {
 	mv "${d}.new" "${d}"
 }
 
-build_wsched() { (cd "${REPO}" && go build -trimpath -o "${WORK}/bin/wsched" ./cmd/wsched); }
+# build_wsched builds the checkout's wsched, or takes WSCHED_BIN (an older
+# build, to show what a fix changed).
+build_wsched() {
+	if [[ -n ${WSCHED_BIN:-} ]]; then
+		cp "${WSCHED_BIN}" "${WORK}/bin/wsched"
+		return
+	fi
+	(cd "${REPO}" && go build -trimpath -o "${WORK}/bin/wsched" ./cmd/wsched)
+}
 
 setup() {
 	mkdir -p "${WORK}/bin" "${WORK}/manifests" "${WORK}/out" "${WORK}/state" "${WORK}/run"

@@ -24,6 +24,8 @@
 #      K8S_CACHE   binaries and debs, kept between runs (default /var/cache/wsched-k8s);
 #                  the binaries live in $K8S_CACHE/v$K8S_VERSION, built by build-k8s.sh when missing
 #      KEEP=1      leave everything running at the end (no teardown)
+#      WSCHED_BIN  a wsched binary to test instead of building the checkout's
+#      E2E_DRA=0   leave the DRA scenario out of all
 #
 # Only processes this script starts are stopped, by the PIDs it recorded. It
 # refuses to run on a host with a kubelet or containerd of its own. Host state
