@@ -16,8 +16,8 @@ claim_device() { K get resourceclaim "$(claim_of "$1")" -o jsonpath='{.status.al
 host_lease_bytes() { # host_lease_bytes GPU_INDEX: memory of the host daemon's DRA leases there, one a line
 	WS leases --json | python3 -c "
 import json,sys
-for l in json.load(sys.stdin):
-  if l.get('labels',{}).get('k8s.claim') and l['gpu_index']==$1: print(l['memory_bytes'])"
+for l in json.load(sys.stdin) or []:
+  if l.get('state')=='granted' and (l.get('labels') or {}).get('k8s.claim') and l['gpu_index']==$1: print(l['memory_bytes'])"
 }
 no_dra_leases() { [[ -z $(for i in 0 1 2 3 4 5 6 7; do host_lease_bytes "${i}"; done) ]]; }
 capacity_below() { [[ $(dra_capacity "$1") -le $2 ]]; }
