@@ -34,7 +34,8 @@ func deviceName(index int) string { return "gpu-" + strconv.Itoa(index) }
 // ownLease tells the driver's leases from others.
 func ownLease(l api.Lease) bool { return l.Labels[LabelClaim] != "" }
 
-// devices lists the placeable GPUs with their capacity.
+// devices lists the placeable GPUs with their capacity, those with room for
+// two steps at least.
 func devices(gpus api.GPUs, step int64) []Device {
 	var out []Device
 	for _, g := range gpus.GPUs {
@@ -48,6 +49,11 @@ func devices(gpus api.GPUs, step int64) []Device {
 			}
 		}
 		free := max(g.Accounting.UsableBytes-g.Accounting.ForeignBytes-others, 0)
+		if free < 2*step {
+			// The API server refuses a device whose capacity is below the
+			// request policy's min + step; a full GPU leaves the slice.
+			continue
+		}
 		out = append(out, Device{
 			Name: deviceName(g.Index), UUID: g.UUID, Index: g.Index, Product: g.Name,
 			MemoryBytes: free / step * step,

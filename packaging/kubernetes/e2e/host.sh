@@ -199,7 +199,7 @@ teardown() {
 	log "== teardown"
 	local n h
 	rm -f "${WORK}/manifests/"* 2>/dev/null || true
-	for n in plugin wsched-host kubelet scheduler controller-manager; do stop "${n}"; done
+	for n in locallease dra plugin wsched-host kubelet scheduler controller-manager; do stop "${n}"; done
 	stop apiserver 30
 	stop etcd # after the apiserver: without etcd it hangs in shutdown
 	if [[ -s ${WORK}/pids/containerd ]]; then stop_containers; fi

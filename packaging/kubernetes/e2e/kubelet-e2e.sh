@@ -90,7 +90,10 @@ standalone | cluster | dra | all)
 	[[ $(id -u) = 0 ]] || fail "needs root"
 	mkdir -p "${K8S_CACHE}"
 	exec 9>"${K8S_CACHE}/e2e.lock"
-	flock -w 1800 9 || fail "another kubelet-e2e holds ${K8S_CACHE}/e2e.lock"
+	if ! flock -n 9; then
+		log "waiting for ${K8S_CACHE}/e2e.lock (another kubelet-e2e, or a process one left: fuser ${K8S_CACHE}/e2e.lock)"
+		flock -w 1800 9 || fail "another kubelet-e2e holds ${K8S_CACHE}/e2e.lock"
+	fi
 	claim_host
 	trap finish EXIT
 	setup

@@ -40,7 +40,8 @@ start() {
 	shift
 	mkdir -p "${WORK}/logs" "${WORK}/pids"
 	# shellcheck disable=SC2016 # $$ and $0 belong to the inner shell
-	nohup bash -c 'echo $$ > "$0"; exec "$@"' "${WORK}/pids/${name}" "$@" >"${WORK}/logs/${name}.log" 2>&1 </dev/null &
+	# (without the lock's descriptor: a process left behind must not hold it)
+	nohup bash -c 'echo $$ > "$0"; exec "$@"' "${WORK}/pids/${name}" "$@" >"${WORK}/logs/${name}.log" 2>&1 </dev/null 9>&- &
 	wait_for 5 "pid of ${name}" test -s "${WORK}/pids/${name}"
 }
 # stop NAME [SECONDS]: SIGTERM the recorded PID, SIGKILL after SECONDS (default 15)
