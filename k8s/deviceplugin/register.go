@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,12 +160,24 @@ func (p *Plugin) registerOnce(ctx context.Context, reg *registration) *retryTime
 		p.log.Debug("already registered with this kubelet", "socket", p.kubeletSocket())
 		return nil
 	}
-	if err := p.register(ctx); err != nil {
+	err := p.register(ctx)
+	// The socket may have been replaced while dialling (a restarting
+	// kubelet removes the old one just before it listens on the new): the
+	// one there now is the live kubelet's.
+	if now, ok := statSocket(p.kubeletSocket()); ok {
+		id = now
+	}
+	switch {
+	case err != nil && strings.Contains(err.Error(), "already connected"):
+		// The kubelet holds a live connection to this endpoint: registered.
+		p.log.Info("the kubelet already has this plugin connected", "socket", p.kubeletSocket())
+	case err != nil:
 		p.log.Warn("registration failed; trying again", "err", err, "after", p.opts.Interval)
 		return &retryTimer{time.NewTimer(p.opts.Interval)}
+	default:
+		p.log.Info("registered with the kubelet", "resource", ResourceName)
 	}
 	reg.sock = id
-	p.log.Info("registered with the kubelet", "resource", ResourceName)
 	return nil
 }
 

@@ -173,6 +173,7 @@ start_control_plane() {
 		--allow-privileged=true
 	wait_for 120 "apiserver /readyz" apiserver_ready
 }
+logs_have() { K logs "$1" | grep -q "$2"; } # logs_have POD REGEX
 ask_pod() { # ask_pod UNITS: a pod asking UNITS of wsched.io/gpu-memory
 	printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: ask-%s}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: main, image: "localhost/busybox:local", command: [sleep, "3600"], resources: {limits: {wsched.io/gpu-memory: "%s"}}}\n' "$1" "$1" |
 		K apply -f - >/dev/null
@@ -205,6 +206,7 @@ cluster() {
 	timed "cluster: DaemonSet ready, node advertises 86" ds_ready
 	timed "cluster: sensevoice 2/2 running" K rollout status deploy/sensevoice --timeout=120s
 	for pod in $(K get pods -l app.kubernetes.io/name=sensevoice -o name); do
+		wait_for 30 "${pod} printed its env" logs_have "${pod}" '^WSCHED_'
 		env=$(K logs "${pod}")
 		echo "${env}" | grep -E '^(WSCHED_LEASE_ID|WSCHED_MEMORY_BYTES|CUDA_VISIBLE_DEVICES)=' | sed "s#^#    ${pod#pod/}: #"
 		echo "${env}" | grep -q '^WSCHED_MEMORY_BYTES=4294967296$' || fail "${pod}: no 4 GiB lease env"
@@ -224,7 +226,9 @@ cluster() {
 	one_registration
 	K scale deploy/sensevoice --replicas=1 >/dev/null
 	timed "cluster: allocation after kubelet restart" K rollout status deploy/sensevoice --timeout=120s
-	K logs -l app.kubernetes.io/name=sensevoice | grep -q '^WSCHED_LEASE_ID=' || fail "no lease env after the kubelet restart"
+	pod=$(K get pods -l app.kubernetes.io/name=sensevoice -o name)
+	wait_for 30 "${pod} printed its env" logs_have "${pod}" '^WSCHED_'
+	logs_have "${pod}" '^WSCHED_LEASE_ID=' || fail "no lease env after the kubelet restart"
 	log "RSS (MiB): $(for n in etcd apiserver controller-manager scheduler kubelet containerd; do printf '%s=%s ' "${n}" $(($(ps -o rss= -p "$(cat "${WORK}/pids/${n}")") / 1024)); done)"
 
 	K delete -f "${WORK}/wsched-e2e.yaml" --wait=false >/dev/null
