@@ -22,7 +22,7 @@ export K8S_VERSION K8S_CACHE
 FUZZ_TARGETS += ./k8s/dra:FuzzParseQuantity
 
 .PHONY: k8s-manifests-test k8s-e2e k8s-e2e-teardown
-test: k8s-manifests-test
+test: k8s-manifests-test k8s-e2e
 
 k8s-manifests-test:
 	cd packaging/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
