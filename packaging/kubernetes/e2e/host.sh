@@ -14,7 +14,7 @@ claim_host() {
 	fi
 	local d
 	for d in "${KUBELET_DIR}" /var/lib/containerd /run/containerd; do
-		[[ ! -e ${d} ]] || fail "${d} exists: this host has a kubelet or containerd of its own (or a run killed before a reboot left it: make k8s-e2e-teardown)"
+		[[ ! -e ${d} ]] || fail "${d} exists: this host has a kubelet or containerd of its own (or a run killed before a reboot left it: FORCE=1 make k8s-e2e-teardown)"
 	done
 	rm -rf "${WORK}"
 	mkdir -p "${WORK}"

@@ -113,7 +113,14 @@ standalone | cluster | dra | all)
 	log "PASS"
 	;;
 teardown)
-	[[ -s ${OWNED} ]] && WORK=$(cat "${OWNED}")
+	# Only the state of a run of this script: without its owner file (lost in a
+	# reboot), FORCE=1 says the host's kubelet and containerd state is the e2e's.
+	if [[ -s ${OWNED} ]]; then
+		WORK=$(cat "${OWNED}")
+	elif [[ -z ${FORCE:-} ]]; then
+		echo "no ${OWNED}: nothing of a kubelet-e2e run to tear down (FORCE=1 to remove ${KUBELET_DIR}, /var/lib/containerd, ... anyway)" >&2
+		exit 0
+	fi
 	teardown
 	;;
 *)
