@@ -206,6 +206,9 @@ teardown() {
 	stop containerd
 	awk '{print $2}' /proc/mounts | { grep -E "^(${KUBELET_DIR}|/run/containerd|/var/lib/containerd|/run/netns/cni-)" || true; } | sort -r |
 		while read -r m; do umount "${m}" 2>/dev/null || umount -l "${m}"; done
+	# pod network namespaces of sandboxes killed above (not through the CRI):
+	# unmounted, their files stay
+	find /run/netns -maxdepth 1 -name 'cni-*' -type f -empty -delete 2>/dev/null || true
 	ip link del cni0 2>/dev/null || true
 	if [[ -s ${WORK}/netns.created && -d /run/netns ]]; then
 		rmdir /run/netns 2>/dev/null || true
