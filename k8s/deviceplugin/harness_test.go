@@ -108,6 +108,8 @@ type fakeKubelet struct {
 	mu        sync.Mutex
 	connected map[string]bool // endpoints
 	attempts  int
+	// onRegister, when set, runs inside Register (before it answers).
+	onRegister func()
 }
 
 func startKubelet(t *testing.T, dir string) *fakeKubelet {
@@ -126,6 +128,9 @@ func startKubelet(t *testing.T, dir string) *fakeKubelet {
 func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.onRegister != nil {
+		k.onRegister()
+	}
 	k.attempts++
 	if k.connected[r.Endpoint] {
 		return nil, fmt.Errorf("device plugin already connected: %s", r.Endpoint)

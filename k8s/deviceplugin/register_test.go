@@ -81,6 +81,38 @@ func TestRegisterOncePerKubeletSocket(t *testing.T) {
 	}
 }
 
+// TestRegisterRecordsTheSocketAfterDialling: a restarting kubelet replaces
+// kubelet.sock while the plugin registers; the plugin records the socket
+// there after registering, so the new socket's create event does not make
+// it register a second time.
+func TestRegisterRecordsTheSocketAfterDialling(t *testing.T) {
+	dir := testtmp.ShortDir(t)
+	p, err := New(Options{Daemon: noDaemon{}, Log: logger(t), Unit: GiB, PluginDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl := startKubelet(t, dir)
+	before, _ := statSocket(filepath.Join(dir, "kubelet.sock"))
+	var kl2 *fakeKubelet
+	kl.onRegister = func() {
+		time.Sleep(20 * time.Millisecond) // a new change time, even for a reused inode
+		if err := os.Remove(filepath.Join(dir, "kubelet.sock")); err != nil {
+			t.Error(err)
+		}
+		kl2 = startKubelet(t, dir)
+	}
+	var reg registration
+	p.registerOnce(context.Background(), &reg)
+	after, _ := statSocket(filepath.Join(dir, "kubelet.sock"))
+	if reg.sock != after || reg.sock == before {
+		t.Fatalf("recorded %+v; before %+v, after %+v: want the socket there after registering", reg.sock, before, after)
+	}
+	p.registerOnce(context.Background(), &reg) // the create event of the new socket
+	if n := kl2.registrations(); n != 0 {
+		t.Fatalf("%d more registrations after the socket changed under the first, want 0", n)
+	}
+}
+
 // TestKubeletRestartRegistersOnce: the real kubelet's restart — plugin
 // sockets removed, kubelet.sock removed and created again — ends in exactly
 // one registration with the new kubelet, however the events interleave.
