@@ -21,7 +21,11 @@ claim_host() {
 	echo "${WORK}" >"${OWNED}"
 }
 
-apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null; }
+# apt_install PKG...: from the host's own sources (apt-get update first where the lists lack them)
+apt_install() {
+	local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@")
+	"${install[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && "${install[@]}" >/dev/null; }
+}
 
 # debs: busybox-static and etcd-server, downloaded and unpacked (not
 # installed: no init script starts an etcd), cached in K8S_CACHE/debs.
