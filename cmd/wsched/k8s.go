@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/k8s/deviceplugin"
+	"github.com/wsched/wsched/k8s/dra"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -15,7 +19,66 @@ func newK8sCmd(a *app) *cobra.Command {
 		Short: "Kubernetes node agent (see docs/kubernetes.md)",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newDevicePluginCmd(a))
+	cmd.AddCommand(newDevicePluginCmd(a), newDRADriverCmd(a))
+	return cmd
+}
+
+func newDRADriverCmd(a *app) *cobra.Command {
+	var node, server, tokenFile, caFile, pluginDir, registryDir, cdiDir string
+	var step string
+	cmd := &cobra.Command{
+		Use:   "dra-driver",
+		Short: "Publish GPUs with consumable memory to Kubernetes DRA (" + dra.DriverName + ")",
+		Long: `Run the Dynamic Resource Allocation driver ` + dra.DriverName + `: publish a
+ResourceSlice with one device per placeable GPU of this node and consumable
+capacity "memory" (what wsched can lease there; KEP-5075, resource.k8s.io/v1,
+feature gate DRAConsumableCapacity), and on the kubelet's NodePrepareResources
+take a lease of the claimed memory on the GPU the scheduler chose, handing the
+container its environment through a CDI spec; NodeUnprepareResources releases
+it. Experimental: see docs/kubernetes.md for what is not done.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, cfg, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if node == "" {
+				if node = os.Getenv("NODE_NAME"); node == "" {
+					if node, err = os.Hostname(); err != nil {
+						return fmt.Errorf("dra driver: node name: %w", err)
+					}
+				}
+			}
+			as, err := dra.NewAPIServer(server, tokenFile, caFile)
+			if err != nil {
+				return err
+			}
+			stepBytes, err := units.ParseBytes(step)
+			if err != nil {
+				return fmt.Errorf("dra driver: --step: %w", err)
+			}
+			k := cfg.Kubernetes
+			d, err := dra.New(dra.Options{
+				Daemon: c, Claims: as, Slices: as, Log: a.logger(cfg).With("component", "dra-driver"),
+				Node: node, Step: stepBytes, Interval: k.Interval.D(), LeaseTTL: k.LeaseTTL.D(),
+				PluginDir: pluginDir, RegistryDir: registryDir, CDIDir: cdiDir,
+			})
+			if err != nil {
+				return err
+			}
+			return d.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&node, "node", "", "this node's name (default $NODE_NAME, else the host name)")
+	f.StringVar(&server, "api-server", "", "the API server, https://HOST:PORT (default: in-cluster)")
+	f.StringVar(&tokenFile, "token-file", dra.InClusterToken, "bearer token for the API server")
+	f.StringVar(&caFile, "ca-file", dra.InClusterCA, "CA certificate of the API server")
+	f.StringVar(&pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+dra.DriverName, "where the driver's kubelet socket goes")
+	f.StringVar(&registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registry")
+	f.StringVar(&cdiDir, "cdi-dir", "/var/run/cdi", "where CDI specs are written")
+	f.StringVar(&step, "step", "256MiB", "granularity of published capacity and of requests")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -96,11 +97,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// fakeKubelet is the kubelet's Registration service on kubelet.sock.
+// fakeKubelet is the kubelet's Registration service on kubelet.sock. Like
+// the real one (devicemanager), it refuses a second registration of a
+// plugin it is connected to: "device plugin already connected".
 type fakeKubelet struct {
 	pluginapi.UnimplementedRegistrationServer
 	srv  *grpc.Server
 	regs chan *pluginapi.RegisterRequest
+
+	mu        sync.Mutex
+	connected map[string]bool // endpoints
+	attempts  int
+	// onRegister, when set, runs inside Register (before it answers).
+	onRegister func()
 }
 
 func startKubelet(t *testing.T, dir string) *fakeKubelet {
@@ -109,7 +118,7 @@ func startKubelet(t *testing.T, dir string) *fakeKubelet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &fakeKubelet{srv: grpc.NewServer(), regs: make(chan *pluginapi.RegisterRequest, 8)}
+	k := &fakeKubelet{srv: grpc.NewServer(), regs: make(chan *pluginapi.RegisterRequest, 8), connected: map[string]bool{}}
 	pluginapi.RegisterRegistrationServer(k.srv, k)
 	go func() { _ = k.srv.Serve(ln) }()
 	t.Cleanup(k.srv.Stop)
@@ -117,8 +126,25 @@ func startKubelet(t *testing.T, dir string) *fakeKubelet {
 }
 
 func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.onRegister != nil {
+		k.onRegister()
+	}
+	k.attempts++
+	if k.connected[r.Endpoint] {
+		return nil, fmt.Errorf("device plugin already connected: %s", r.Endpoint)
+	}
+	k.connected[r.Endpoint] = true
 	k.regs <- r
 	return &pluginapi.Empty{}, nil
+}
+
+// registrations is how many times a plugin called Register.
+func (k *fakeKubelet) registrations() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.attempts
 }
 
 // registered waits for the next registration.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -16,8 +18,13 @@ import (
 
 // Run serves the plugin until ctx ends: it waits for the daemon, serves the
 // device-plugin API on PluginDir/Endpoint and registers with the kubelet,
-// and does both again when the kubelet restarts (which removes the plugin
-// sockets and recreates kubelet.sock).
+// and does both again when the kubelet restarts. A restarting kubelet
+// removes the plugin sockets and its own kubelet.sock, then creates a new
+// kubelet.sock; the watch reports that as several events, possibly late and
+// repeated. The plugin registers once per kubelet.sock it has not
+// registered with (and once after serving again): the kubelet refuses a
+// second registration of a connected plugin, and its bookkeeping of the
+// live connection suffers.
 func (p *Plugin) Run(ctx context.Context) error {
 	if err := p.waitDaemon(ctx); err != nil {
 		return err
@@ -32,21 +39,24 @@ func (p *Plugin) Run(ctx context.Context) error {
 	defer w.Close()
 	defer cancel()
 	wg.Go(func() { p.loop(ctx) })
-	names := make(chan string, 16)
-	wg.Go(func() { w.read(ctx, names) })
+	events := make(chan dirEvent, 16)
+	wg.Go(func() { w.read(ctx, events) })
 	for {
 		srv, info, err := p.serve()
 		if err != nil {
 			return err
 		}
-		p.registerLogged(ctx)
+		var reg registration // a new endpoint: register with whichever kubelet is there
+		retry := p.registerOnce(ctx, &reg)
 		restart := false
 		for !restart {
 			select {
 			case <-ctx.Done():
 				srv.Stop()
 				return nil
-			case name, ok := <-names:
+			case <-retry.C():
+				retry = p.registerOnce(ctx, &reg)
+			case ev, ok := <-events:
 				if !ok {
 					srv.Stop()
 					return fmt.Errorf("watch %s: stopped", p.opts.PluginDir)
@@ -54,12 +64,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 				if st, err := os.Stat(p.socket()); err != nil || !os.SameFile(st, info) {
 					p.log.Info("plugin socket removed: serving again", "socket", p.socket())
 					restart = true
-				} else if name == "kubelet.sock" && exists(p.kubeletSocket()) {
-					p.log.Info("kubelet socket recreated: registering again")
-					p.registerLogged(ctx)
+				} else if ev.name == "kubelet.sock" && ev.created {
+					retry.Stop()
+					retry = p.registerOnce(ctx, &reg)
 				}
 			}
 		}
+		retry.Stop()
 		srv.Stop()
 	}
 }
@@ -123,7 +134,7 @@ func (p *Plugin) register(ctx context.Context) error {
 		Version:      pluginapi.Version,
 		Endpoint:     Endpoint,
 		ResourceName: ResourceName,
-		Options:      &pluginapi.DevicePluginOptions{},
+		Options:      pluginOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("register with kubelet %s: %w", p.kubeletSocket(), err)
@@ -131,16 +142,77 @@ func (p *Plugin) register(ctx context.Context) error {
 	return nil
 }
 
-func (p *Plugin) registerLogged(ctx context.Context) {
-	if !exists(p.kubeletSocket()) {
+// registration remembers the kubelet.sock the plugin registered with.
+type registration struct{ sock sockID }
+
+// registerOnce registers with the kubelet unless reg says the plugin
+// already did with the kubelet.sock there now (a repeated or late event).
+// When a kubelet.sock is there but refuses the registration (a kubelet
+// between creating its socket and listening on it refuses connections), the
+// returned timer asks for another try after Interval.
+func (p *Plugin) registerOnce(ctx context.Context, reg *registration) *retryTimer {
+	id, ok := statSocket(p.kubeletSocket())
+	if !ok {
 		p.log.Info("waiting for the kubelet", "socket", p.kubeletSocket())
-		return
+		return nil
 	}
-	if err := p.register(ctx); err != nil {
-		p.log.Warn("registration failed; waiting for the kubelet to restart", "err", err)
-		return
+	if id == reg.sock {
+		p.log.Debug("already registered with this kubelet", "socket", p.kubeletSocket())
+		return nil
 	}
-	p.log.Info("registered with the kubelet", "resource", ResourceName)
+	err := p.register(ctx)
+	// The socket may have been replaced while dialling (a restarting
+	// kubelet removes the old one just before it listens on the new): the
+	// one there now is the live kubelet's.
+	if now, ok := statSocket(p.kubeletSocket()); ok {
+		id = now
+	}
+	switch {
+	case err != nil && strings.Contains(err.Error(), "already connected"):
+		// The kubelet holds a live connection to this endpoint: registered.
+		p.log.Info("the kubelet already has this plugin connected", "socket", p.kubeletSocket())
+	case err != nil:
+		p.log.Warn("registration failed; trying again", "err", err, "after", p.opts.Interval)
+		return &retryTimer{time.NewTimer(p.opts.Interval)}
+	default:
+		p.log.Info("registered with the kubelet", "resource", ResourceName)
+	}
+	reg.sock = id
+	return nil
+}
+
+// retryTimer is a timer that may be nil (no retry due).
+type retryTimer struct{ t *time.Timer }
+
+// C is the timer's channel; nil (never ready) without a timer.
+func (r *retryTimer) C() <-chan time.Time {
+	if r == nil {
+		return nil
+	}
+	return r.t.C
+}
+
+// Stop stops the timer, if any.
+func (r *retryTimer) Stop() {
+	if r != nil {
+		r.t.Stop()
+	}
+}
+
+// sockID tells one kubelet.sock from another: a new kubelet's socket may
+// reuse the inode number of the old one, never its change time too (the
+// kubelet takes far longer than a clock tick to restart).
+type sockID struct {
+	dev, ino uint64
+	ctime    unix.Timespec
+}
+
+func statSocket(path string) (sockID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return sockID{}, false
+	}
+	return sockID{dev: st.Dev, ino: st.Ino, ctime: st.Ctim}, true
 }
 
 func exists(path string) bool {

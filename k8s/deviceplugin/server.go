@@ -16,10 +16,25 @@ type deviceServer struct {
 
 var _ pluginapi.DevicePluginServer = deviceServer{}
 
-// GetDevicePluginOptions: neither PreStartContainer nor
-// GetPreferredAllocation is needed (a device is a unit, not a GPU).
+// pluginOptions are the plugin's options: GetPreferredAllocation, yes (it
+// refuses a request no single GPU holds); PreStartContainer, no.
+func pluginOptions() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}
+}
+
+// GetDevicePluginOptions returns pluginOptions.
 func (deviceServer) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
+	return pluginOptions(), nil
+}
+
+// GetPreferredAllocation picks the units of each container and refuses one
+// that no single GPU holds.
+func (s deviceServer) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	resp, err := s.p.preferred(req)
+	if err != nil {
+		s.p.log.Warn("preferred allocation refused", "err", err)
+	}
+	return resp, err
 }
 
 // ListAndWatch sends the device list, then every change; a (re)started
