@@ -5,15 +5,21 @@ package daemontest
 import (
 	"context"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsched/wsched/daemon"
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/testshared"
+	"github.com/wsched/wsched/internal/testtmp"
+	"github.com/wsched/wsched/internal/units"
+	"github.com/wsched/wsched/placement/inventory"
 )
 
 // Run starts a daemon with cfg for the test's lifetime (logging to t) and
@@ -79,4 +85,48 @@ func Curl(t *testing.T, socket, file, model, format string) (string, string) {
 	s := string(out)
 	cut := strings.LastIndexByte(s, '\n')
 	return s[cut+1:], s[:cut]
+}
+
+// RunSim starts a daemon in-process on the simulated GPUs of the config file
+// at path (e.g. testdata/sim-8x4090.toml), with its state and socket in a
+// short temporary directory and a reading every 50 ms; log receives its log.
+// It returns a client once the daemon answers, and the simulation, whose
+// readings a test may change.
+func RunSim(t *testing.T, path string, log *slog.Logger) (*client.Client, *inventory.Sim) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data, filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testtmp.ShortDir(t)
+	cfg.Daemon.StateDir = filepath.Join(dir, "state")
+	cfg.Daemon.Socket = filepath.Join(dir, "d.sock")
+	cfg.Inventory.RefreshInterval = units.Duration(50 * time.Millisecond)
+	cfg.Inventory.MaxAge = units.Duration(20 * time.Millisecond)
+	sim := inventory.NewSim(cfg.Inventory.Sim)
+	prov, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Options{Config: cfg, Log: log, Provider: prov, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	c := client.New(cfg.Daemon.Socket)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+		c.Close()
+	})
+	testshared.WaitHealthy(t, c)
+	return c, sim
 }

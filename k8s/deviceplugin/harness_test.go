@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsched/wsched/daemon"
 	"github.com/wsched/wsched/daemon/client"
-	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/daemontest"
 	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
@@ -45,41 +44,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // 8×RTX 4090 server of testdata/sim-8x4090.toml.
 func startDaemon(t *testing.T) (*client.Client, *inventory.Sim) {
 	t.Helper()
-	data, err := os.ReadFile("../../testdata/sim-8x4090.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(data, "sim-8x4090.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := testtmp.ShortDir(t)
-	cfg.Daemon.StateDir = filepath.Join(dir, "state")
-	cfg.Daemon.Socket = filepath.Join(dir, "d.sock")
-	cfg.Inventory.RefreshInterval = units.Duration(50 * time.Millisecond)
-	cfg.Inventory.MaxAge = units.Duration(20 * time.Millisecond)
-	sim := inventory.NewSim(cfg.Inventory.Sim)
-	prov, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(daemon.Options{Config: cfg, Log: logger(t).With("c", "daemon"), Provider: prov, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	c := client.New(cfg.Daemon.Socket)
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		c.Close()
-	})
-	waitFor(t, "daemon up", func() bool { return c.Health(context.Background()) == nil })
-	return c, sim
+	return daemontest.RunSim(t, "../../testdata/sim-8x4090.toml", logger(t).With("c", "daemon"))
 }
 
 // waitFor polls cond until it holds, failing the test after deadline.
