@@ -102,3 +102,19 @@ func Touch(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// WaitFor polls cond every 5 ms until it holds, failing the test (naming
+// what it waited for) after timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/internal/daemontest"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement/inventory"
@@ -30,14 +31,7 @@ const (
 
 // logger sends logs to the test log.
 func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p[:len(p)-1]))
-	return len(p), nil
+	return slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // startDaemon runs a real wsched daemon in-process over the simulated
@@ -50,16 +44,7 @@ func startDaemon(t *testing.T) (*client.Client, *inventory.Sim) {
 // waitFor polls cond until it holds, failing the test after deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(deadline)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testshared.WaitFor(t, deadline, what, cond)
 }
 
 // fakeKubelet is the kubelet's Registration service on kubelet.sock. Like
