@@ -8,7 +8,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/internal/chromiumtest"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
@@ -28,21 +28,6 @@ import (
 // screenshotEnv names a file the monitor test saves its 1280×800 screenshot
 // to (`make monitor-screenshot` writes docs/img/monitor.png).
 const screenshotEnv = "WSCHED_MONITOR_SCREENSHOT"
-
-// chromiumPath finds Debian's chromium (make deps installs it), or skips.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{os.Getenv("WSCHED_CHROMIUM"), "chromium", "chromium-browser"} {
-		if name == "" {
-			continue
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not found: `make deps` installs it (apt-get install chromium); the monitor page test needs a real browser")
-	return ""
-}
 
 // monitorDaemon serves testdata/sim-8x4090.toml's GPUs over the Unix socket
 // and a loopback TCP listener, with the fake backend and model fake-tiny.
@@ -70,38 +55,15 @@ func monitorDaemon(t *testing.T) (*testDaemon, string) {
 	return runDaemon(t, cfg), audio
 }
 
-// startChromium runs headless Chromium with a fresh profile, removed when
-// the test ends; the flags keep it off the network.
+// startChromium runs headless Chromium (chromiumtest) whose every request
+// carries the TCP listener's token.
 func startChromium(t *testing.T, width, height int) context.Context {
 	t.Helper()
-	profile, err := os.MkdirTemp("", "c") // short: Chromium puts its SingletonSocket under it (107-byte socket paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)), chromedp.UserDataDir(profile), chromedp.Env("TMPDIR=" + profile), chromedp.WindowSize(width, height),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true), chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	tab, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc() // waits for the browser to exit
-		if err := os.RemoveAll(profile); err != nil {
-			t.Errorf("remove chromium profile: %v", err)
-		}
-	})
-	// The first call starts the browser and must not carry a deadline (it
-	// would end the browser); the later ones are bounded.
-	if _, err := chromedp.Call(tab, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+	ctx := chromiumtest.Start(t, width, height)
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
 		Headers: network.Headers{"Authorization": "Bearer " + testToken}}); err != nil {
-		t.Fatalf("start chromium: %v", err)
+		t.Fatalf("chromium: set the token header: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(tab, 2*time.Minute)
-	t.Cleanup(cancel)
 	return ctx
 }
 

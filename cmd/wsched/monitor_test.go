@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,49 +16,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wsched/wsched/daemon/api"
+	"github.com/wsched/wsched/internal/chromiumtest"
 )
 
-// browser runs headless Chromium (Debian's, which make deps installs) with
-// a fresh profile, kept off the network, closed and removed when the test
-// ends; it skips when there is no Chromium.
+// browser runs headless Chromium with a fresh profile (chromiumtest); it
+// skips when there is no Chromium.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path := os.Getenv("WSCHED_CHROMIUM")
-	if path == "" {
-		path = "chromium"
-	}
-	path, err := exec.LookPath(path)
-	if err != nil {
-		t.Skip("chromium not found: `make deps` installs it (apt-get install chromium)")
-	}
-	profile, err := os.MkdirTemp("", "c") // short: Chromium's SingletonSocket lives under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.UserDataDir(profile), chromedp.Env("TMPDIR=" + profile), chromedp.WindowSize(1280, 800),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true), chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	tab, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc() // waits for the browser to exit
-		if err := os.RemoveAll(profile); err != nil {
-			t.Errorf("remove chromium profile: %v", err)
-		}
-	})
-	// The first call starts the browser and must carry no deadline (it would
-	// end the browser); later ones are bounded.
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(tab, 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return chromiumtest.Start(t, 1280, 800)
 }
 
 // startMonitor runs `wsched monitor` and returns the URL it printed.
