@@ -56,6 +56,12 @@ type Descriptor struct {
 	// temperature fallback re-allocates the KV cache for best_of + 2); 0:
 	// the profile's default.
 	BestOf int `json:"best_of,omitempty"`
+	// MaxStreams is how many jobs of one model an instance of this backend
+	// decodes at once, sharing the loaded weights (issue 26): each stream
+	// adds its own decoding state, and the instance's lease grows by one
+	// stream's estimate while it runs. 0 or 1: one job at a time. A
+	// [[models.model]] entry's max_streams overrides it.
+	MaxStreams int `json:"max_streams,omitempty"`
 	// Options are the keys a [[models.model]] entry may set for it, in its
 	// options table (or as a top-level key of the entry of the same name).
 	Options []Option `json:"options,omitempty"`
@@ -87,6 +93,10 @@ func (d Descriptor) Sized() bool { return d.Profile != "" || d.Memory != nil }
 
 // IsZero reports whether d says nothing (an old backend sends none).
 func (d Descriptor) IsZero() bool { return d.Name == "" }
+
+// Streams is how many concurrent streams an instance serves by default
+// (MaxStreams, at least 1).
+func (d Descriptor) Streams() int { return max(d.MaxStreams, 1) }
 
 // CPUOnly reports whether the backend cannot use a GPU in this build.
 func (d Descriptor) CPUOnly() bool {
