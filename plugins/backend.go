@@ -159,4 +159,9 @@ type Result struct {
 	Duration time.Duration // length of the audio
 	Text     string
 	Segments []Segment
+	// StreamMemory is what this call's own decoding state allocated (KV
+	// caches, compute buffers) in an instance serving several streams at
+	// once; zero when the backend does not report it. The host learns
+	// per-stream peaks from it.
+	StreamMemory MemoryReport
 }

@@ -204,10 +204,19 @@ func progressToProto(percent float64) *pb.TranscribeResponse {
 
 func resultToProto(r Result) *pb.TranscribeResponse {
 	return &pb.TranscribeResponse{Event: &pb.TranscribeResponse_Result{Result: &pb.TranscribeResult{
-		Language: r.Language,
-		Duration: durationpb.New(r.Duration),
-		Text:     r.Text,
+		Language:     r.Language,
+		Duration:     durationpb.New(r.Duration),
+		Text:         r.Text,
+		StreamMemory: streamMemoryToProto(r.StreamMemory),
 	}}}
+}
+
+// streamMemoryToProto leaves a zero report unset on the wire.
+func streamMemoryToProto(r MemoryReport) *pb.MemoryReport {
+	if r.TotalBytes == 0 && r.ModelBytes == 0 && r.KVSelfBytes == 0 && r.KVCrossBytes == 0 && len(r.ComputeBytes) == 0 {
+		return nil
+	}
+	return memoryToProto(r)
 }
 
 // eventToProto converts an event a backend emitted.

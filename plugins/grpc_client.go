@@ -80,10 +80,11 @@ func (c *grpcClient) Transcribe(ctx context.Context, req TranscribeRequest, emit
 			segs = append(segs, ev.Segment)
 		case *pb.TranscribeResponse_Result:
 			return Result{
-				Language: m.Result.GetLanguage(),
-				Duration: m.Result.GetDuration().AsDuration(),
-				Text:     m.Result.GetText(),
-				Segments: segs,
+				Language:     m.Result.GetLanguage(),
+				Duration:     m.Result.GetDuration().AsDuration(),
+				Text:         m.Result.GetText(),
+				Segments:     segs,
+				StreamMemory: memoryFromProto(m.Result.GetStreamMemory()),
 			}, nil
 		default:
 			continue // an event kind newer than this host; skip it

@@ -835,7 +835,11 @@ type TranscribeResult struct {
 	// Length of the audio.
 	Duration *durationpb.Duration `protobuf:"bytes,2,opt,name=duration,proto3" json:"duration,omitempty"`
 	// Full transcript.
-	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// What this call's own decoding state allocated (a stream of an instance
+	// that serves several at once, issue 26); unset when the backend does not
+	// report it.
+	StreamMemory  *MemoryReport `protobuf:"bytes,4,opt,name=stream_memory,json=streamMemory,proto3" json:"stream_memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -889,6 +893,13 @@ func (x *TranscribeResult) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *TranscribeResult) GetStreamMemory() *MemoryReport {
+	if x != nil {
+		return x.StreamMemory
+	}
+	return nil
 }
 
 type UnloadRequest struct {
@@ -1115,11 +1126,12 @@ const file_wsched_backend_v1_backend_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12/\n" +
 	"\x05start\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05start\x12+\n" +
 	"\x03end\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03end\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"y\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"\xbf\x01\n" +
 	"\x10TranscribeResult\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\x0f\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12D\n" +
+	"\rstream_memory\x18\x04 \x01(\v2\x1f.wsched.backend.v1.MemoryReportR\fstreamMemory\"\x0f\n" +
 	"\rUnloadRequest\"\x10\n" +
 	"\x0eUnloadResponse\"\x0f\n" +
 	"\rHealthRequest\"\x10\n" +
@@ -1180,21 +1192,22 @@ var file_wsched_backend_v1_backend_proto_depIdxs = []int32{
 	19, // 9: wsched.backend.v1.Segment.start:type_name -> google.protobuf.Duration
 	19, // 10: wsched.backend.v1.Segment.end:type_name -> google.protobuf.Duration
 	19, // 11: wsched.backend.v1.TranscribeResult.duration:type_name -> google.protobuf.Duration
-	0,  // 12: wsched.backend.v1.Backend.Info:input_type -> wsched.backend.v1.InfoRequest
-	2,  // 13: wsched.backend.v1.Backend.Load:input_type -> wsched.backend.v1.LoadRequest
-	5,  // 14: wsched.backend.v1.Backend.Transcribe:input_type -> wsched.backend.v1.TranscribeRequest
-	11, // 15: wsched.backend.v1.Backend.Unload:input_type -> wsched.backend.v1.UnloadRequest
-	13, // 16: wsched.backend.v1.Backend.Health:input_type -> wsched.backend.v1.HealthRequest
-	1,  // 17: wsched.backend.v1.Backend.Info:output_type -> wsched.backend.v1.InfoResponse
-	3,  // 18: wsched.backend.v1.Backend.Load:output_type -> wsched.backend.v1.LoadResponse
-	7,  // 19: wsched.backend.v1.Backend.Transcribe:output_type -> wsched.backend.v1.TranscribeResponse
-	12, // 20: wsched.backend.v1.Backend.Unload:output_type -> wsched.backend.v1.UnloadResponse
-	14, // 21: wsched.backend.v1.Backend.Health:output_type -> wsched.backend.v1.HealthResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	4,  // 12: wsched.backend.v1.TranscribeResult.stream_memory:type_name -> wsched.backend.v1.MemoryReport
+	0,  // 13: wsched.backend.v1.Backend.Info:input_type -> wsched.backend.v1.InfoRequest
+	2,  // 14: wsched.backend.v1.Backend.Load:input_type -> wsched.backend.v1.LoadRequest
+	5,  // 15: wsched.backend.v1.Backend.Transcribe:input_type -> wsched.backend.v1.TranscribeRequest
+	11, // 16: wsched.backend.v1.Backend.Unload:input_type -> wsched.backend.v1.UnloadRequest
+	13, // 17: wsched.backend.v1.Backend.Health:input_type -> wsched.backend.v1.HealthRequest
+	1,  // 18: wsched.backend.v1.Backend.Info:output_type -> wsched.backend.v1.InfoResponse
+	3,  // 19: wsched.backend.v1.Backend.Load:output_type -> wsched.backend.v1.LoadResponse
+	7,  // 20: wsched.backend.v1.Backend.Transcribe:output_type -> wsched.backend.v1.TranscribeResponse
+	12, // 21: wsched.backend.v1.Backend.Unload:output_type -> wsched.backend.v1.UnloadResponse
+	14, // 22: wsched.backend.v1.Backend.Health:output_type -> wsched.backend.v1.HealthResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_wsched_backend_v1_backend_proto_init() }
