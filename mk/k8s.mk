@@ -19,7 +19,7 @@ K8S_CACHE   ?= /var/cache/wsched-k8s
 K8S_E2E     := packaging/kubernetes/e2e/kubelet-e2e.sh
 export K8S_VERSION K8S_CACHE
 
-FUZZ_TARGETS += ./k8s/dra:FuzzParseQuantity
+FUZZ_TARGETS += ./k8s/dra:FuzzParseQuantity ./k8s/dra:FuzzDecodeCheckpoint
 
 .PHONY: k8s-manifests-test k8s-e2e k8s-e2e-teardown
 test: k8s-manifests-test k8s-e2e

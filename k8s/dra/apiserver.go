@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -107,9 +108,16 @@ func (a *APIServer) do(ctx context.Context, method, path string, in, out any) (i
 // claimJSON is the part of a resource.k8s.io/v1 ResourceClaim the driver reads.
 type claimJSON struct {
 	Metadata struct {
-		UID string `json:"uid"`
+		UID       string `json:"uid"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
 	} `json:"metadata"`
 	Status struct {
+		ReservedFor []struct {
+			Resource string `json:"resource"`
+			Name     string `json:"name"`
+			UID      string `json:"uid"`
+		} `json:"reservedFor"`
 		Allocation *struct {
 			Devices struct {
 				Results []struct {
@@ -142,6 +150,13 @@ func parseClaim(c claimJSON, uid string) ([]Result, error) {
 	if c.Status.Allocation == nil {
 		return nil, fmt.Errorf("read claim %s: %w: not allocated", uid, ErrBadRequest)
 	}
+	return parseResults(c, uid)
+}
+
+func parseResults(c claimJSON, uid string) ([]Result, error) {
+	if c.Status.Allocation == nil {
+		return nil, nil
+	}
 	var out []Result
 	for _, r := range c.Status.Allocation.Devices.Results {
 		res := Result{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, ShareID: r.ShareID}
@@ -157,6 +172,55 @@ func parseClaim(c claimJSON, uid string) ([]Result, error) {
 	return out, nil
 }
 
+// claimListPage is the page size of List.
+const claimListPage = 500
+
+// List reads every ResourceClaim of the cluster, page by page.
+func (a *APIServer) List(ctx context.Context) ([]Claim, error) {
+	var out []Claim
+	cont := ""
+	for {
+		q := url.Values{"limit": {strconv.Itoa(claimListPage)}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []claimJSON `json:"items"`
+		}
+		if _, err := a.do(ctx, http.MethodGet, "/apis/resource.k8s.io/v1/resourceclaims?"+q.Encode(), nil, &page); err != nil {
+			return nil, fmt.Errorf("list claims: %w", err)
+		}
+		for _, c := range page.Items {
+			results, err := parseResults(c, c.Metadata.UID)
+			if err != nil {
+				return nil, fmt.Errorf("list claims: %w", err)
+			}
+			out = append(out, Claim{UID: c.Metadata.UID, Namespace: c.Metadata.Namespace, Name: c.Metadata.Name,
+				Results: results, Reserved: len(c.Status.ReservedFor) > 0})
+		}
+		if cont = page.Metadata.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// nodeUID reads the UID of the node, the owner of its slice (so that the
+// slice goes with the node).
+func (a *APIServer) nodeUID(ctx context.Context, node string) (string, error) {
+	var n struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if _, err := a.do(ctx, http.MethodGet, "/api/v1/nodes/"+url.PathEscape(node), nil, &n); err != nil {
+		return "", fmt.Errorf("read node: %w", err)
+	}
+	return n.Metadata.UID, nil
+}
+
 // Publish creates or replaces the node's ResourceSlice.
 func (a *APIServer) Publish(ctx context.Context, s Slice) error {
 	path := "/apis/resource.k8s.io/v1/resourceslices"
@@ -165,7 +229,14 @@ func (a *APIServer) Publish(ctx context.Context, s Slice) error {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
+	uid, err := a.nodeUID(ctx, s.Node)
+	if err != nil {
+		return fmt.Errorf("publish slice %s: %w", s.Name(), err)
+	}
 	obj := s.Object()
+	obj["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{
+		"apiVersion": "v1", "kind": "Node", "name": s.Node, "uid": uid, "controller": true,
+	}}
 	code, err := a.do(ctx, http.MethodGet, path+"/"+url.PathEscape(s.Name()), nil, &cur)
 	switch {
 	case code == http.StatusNotFound:

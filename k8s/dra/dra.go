@@ -35,6 +35,7 @@ const (
 	LabelClaim   = "k8s.claim"   // the claim's UID
 	LabelRequest = "k8s.request" // the claim's request name
 	LabelDevice  = "k8s.device"  // the published device (gpu-<index>)
+	LabelShare   = "k8s.share"   // the allocation's share ID, when it has one
 )
 
 // HolderName is the holder name of the driver's leases.
@@ -58,16 +59,31 @@ var _ Daemon = (*client.Client)(nil)
 
 // Result is one device allocated to a claim (its status.allocation).
 type Result struct {
-	Request, Driver, Pool, Device string
+	Request string `json:"request"`
+	Driver  string `json:"driver"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
 	// MemoryBytes is the consumed capacity "memory".
-	MemoryBytes int64
+	MemoryBytes int64 `json:"memoryBytes"`
 	// ShareID tells apart several allocations of one shared device.
-	ShareID string
+	ShareID string `json:"shareID,omitempty"`
 }
 
-// Claims reads the allocation of a ResourceClaim.
+// Claim is a ResourceClaim as the start-up reconciliation sees it.
+type Claim struct {
+	UID, Namespace, Name string
+	// Results is the allocation (nil: not allocated).
+	Results []Result
+	// Reserved: status.reservedFor names a consumer (a pod) still.
+	Reserved bool
+}
+
+// Claims reads ResourceClaims.
 type Claims interface {
+	// Allocation reads the allocation of one claim.
 	Allocation(ctx context.Context, namespace, name, uid string) ([]Result, error)
+	// List reads every claim of the cluster (all namespaces).
+	List(ctx context.Context) ([]Claim, error)
 }
 
 // Slices publishes this node's ResourceSlice.
@@ -101,11 +117,23 @@ type Options struct {
 	CDIDir string
 }
 
-// Driver is one DRA driver; Run serves it.
+// Driver is one DRA driver; Run serves it. Run's goroutine owns the
+// record of prepared claims: the kubelet's calls reach it through ops.
 type Driver struct {
 	opts Options
 	log  *slog.Logger
 	d    Daemon
+	ops  chan op
+	// claims are the prepared claims by UID (the checkpoint's content);
+	// only Run's goroutine touches them.
+	claims map[string]preparedClaim
+}
+
+// op is one call of the kubelet, run on Run's goroutine.
+type op struct {
+	ctx  context.Context
+	f    func(context.Context)
+	done chan struct{}
 }
 
 // New checks opts and fills in defaults.
@@ -134,5 +162,5 @@ func New(opts Options) (*Driver, error) {
 	if opts.CDIDir == "" {
 		opts.CDIDir = "/var/run/cdi"
 	}
-	return &Driver{opts: opts, log: opts.Log, d: opts.Daemon}, nil
+	return &Driver{opts: opts, log: opts.Log, d: opts.Daemon, ops: make(chan op)}, nil
 }

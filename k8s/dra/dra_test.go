@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,21 +22,45 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-// fakeAPI is the API server: claims' allocations and the published slices.
+// fakeClaim is one ResourceClaim of the fake API server.
+type fakeClaim struct {
+	ns, name string
+	results  []Result
+	reserved bool
+}
+
+// fakeAPI is the API server: claims and the published slices.
 type fakeAPI struct {
-	mu     sync.Mutex
-	claims map[string][]Result // by uid
-	slices []Slice
+	mu          sync.Mutex
+	claims      map[string]fakeClaim // by uid
+	slices      []Slice
+	listErr     error // List fails with it
+	lists, gets int   // calls of List and Allocation
 }
 
 func (f *fakeAPI) Allocation(_ context.Context, _, _, uid string) ([]Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r, ok := f.claims[uid]
+	f.gets++
+	c, ok := f.claims[uid]
 	if !ok {
 		return nil, errors.New("no such claim")
 	}
-	return r, nil
+	return c.results, nil
+}
+
+func (f *fakeAPI) List(context.Context) ([]Claim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []Claim
+	for uid, c := range f.claims {
+		out = append(out, Claim{UID: uid, Namespace: c.ns, Name: c.name, Results: c.results, Reserved: c.reserved})
+	}
+	return out, nil
 }
 
 func (f *fakeAPI) Publish(_ context.Context, s Slice) error {
@@ -43,6 +68,27 @@ func (f *fakeAPI) Publish(_ context.Context, s Slice) error {
 	defer f.mu.Unlock()
 	f.slices = append(f.slices, s)
 	return nil
+}
+
+// put adds (or replaces) a claim allocated and reserved for a pod.
+func (f *fakeAPI) put(uid string, results ...Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims[uid] = fakeClaim{ns: "default", name: "c-" + uid, results: results, reserved: true}
+}
+
+// edit changes the claim uid under the lock (delete it with delete(f.claims, uid)).
+func (f *fakeAPI) edit(fn func(claims map[string]fakeClaim)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.claims)
+}
+
+// counts returns the calls of List and Allocation so far.
+func (f *fakeAPI) counts() (lists, gets int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists, f.gets
 }
 
 func (f *fakeAPI) last() (Slice, int) {
@@ -54,24 +100,41 @@ func (f *fakeAPI) last() (Slice, int) {
 	return f.slices[len(f.slices)-1], len(f.slices)
 }
 
+// rig is a daemon, the fake API server and the driver's directories; start
+// runs a driver over them (again after stop: a restart).
 type rig struct {
 	c      *client.Client
 	api    *fakeAPI
+	dir    string
 	cdi    string
+	set    func(int, int, string, int64) error
 	plugin drapb.DRAPluginClient
 	reg    registerapi.RegistrationClient
-	set    func(int, int, string, int64) error
+	// stop ends the running driver as a crash would: no clean-up.
+	stop func()
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	c, sim := startDaemon(t)
+	dir := testtmp.ShortDir(t)
+	return &rig{c: c, api: &fakeAPI{claims: map[string]fakeClaim{}}, dir: dir, cdi: filepath.Join(dir, "cdi"), set: sim.SetProcess}
 }
 
 func startDriver(t *testing.T) *rig {
 	t.Helper()
-	c, sim := startDaemon(t)
-	dir := testtmp.ShortDir(t)
-	r := &rig{c: c, api: &fakeAPI{claims: map[string][]Result{}}, cdi: filepath.Join(dir, "cdi"), set: sim.SetProcess}
+	r := newRig(t)
+	r.start(t, r.c)
+	return r
+}
+
+// start runs a driver talking to daemon (r.c, or a wrapper of it).
+func (r *rig) start(t *testing.T, daemon Daemon) {
+	t.Helper()
 	d, err := New(Options{
-		Daemon: c, Claims: r.api, Slices: r.api, Log: logger(t).With("c", "dra"), Node: "node1",
+		Daemon: daemon, Claims: r.api, Slices: r.api, Log: logger(t).With("c", "dra"), Node: "node1",
 		Interval: 20 * time.Millisecond, LeaseTTL: time.Minute,
-		PluginDir: filepath.Join(dir, "plugin"), RegistryDir: filepath.Join(dir, "registry"), CDIDir: r.cdi,
+		PluginDir: filepath.Join(r.dir, "plugin"), RegistryDir: filepath.Join(r.dir, "registry"), CDIDir: r.cdi,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,14 +142,18 @@ func startDriver(t *testing.T) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("driver: %v", err)
-		}
-	})
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("driver: %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
 	dial := func(path string) *grpc.ClientConn {
-		waitFor(t, path, func() bool { _, err := os.Stat(path); return err == nil })
+		waitFor(t, path, func() bool { return r.listening(path) })
 		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -94,9 +161,18 @@ func startDriver(t *testing.T) *rig {
 		t.Cleanup(func() { conn.Close() })
 		return conn
 	}
-	r.reg = registerapi.NewRegistrationClient(dial(filepath.Join(dir, "registry", DriverName+"-reg.sock")))
-	r.plugin = drapb.NewDRAPluginClient(dial(filepath.Join(dir, "plugin", "dra.sock")))
-	return r
+	r.reg = registerapi.NewRegistrationClient(dial(filepath.Join(r.dir, "registry", DriverName+"-reg.sock")))
+	r.plugin = drapb.NewDRAPluginClient(dial(filepath.Join(r.dir, "plugin", "dra.sock")))
+}
+
+// listening tells whether a Unix socket accepts connections.
+func (r *rig) listening(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func (r *rig) device(t *testing.T, name string) Device {
@@ -155,9 +231,9 @@ func TestPrepareUnprepare(t *testing.T) {
 	if err != nil || info.Type != registerapi.DRAPlugin || info.Name != DriverName || !slices.Equal(info.SupportedVersions, []string{drapb.DRAPluginService}) {
 		t.Fatalf("info %v, %v", info, err)
 	}
-	r.api.claims["uid-a"] = []Result{{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 4 * GiB}}
-	r.api.claims["uid-b"] = []Result{{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 2 * GiB, ShareID: "s2"}}
-	r.api.claims["uid-big"] = []Result{{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 40 * GiB}}
+	r.api.put("uid-a", Result{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 4 * GiB})
+	r.api.put("uid-b", Result{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 2 * GiB, ShareID: "s2"})
+	r.api.put("uid-big", Result{Request: "gpu", Driver: DriverName, Pool: "node1", Device: "gpu-3", MemoryBytes: 40 * GiB})
 	claim := func(uid string) *drapb.Claim { return &drapb.Claim{Namespace: "default", Name: "c-" + uid, Uid: uid} }
 	prepare := func(uids ...string) map[string]*drapb.NodePrepareResourceResponse {
 		var cs []*drapb.Claim

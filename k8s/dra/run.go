@@ -18,8 +18,23 @@ import (
 // PluginDir/dra.sock, the registration service on
 // RegistryDir/<driver>-reg.sock (the kubelet's plugin watcher finds it and
 // connects), and every Interval: the GPUs re-read, the slice republished
-// when it changed, the driver's leases renewed.
+// when it changed, the driver's leases renewed. First it loads its record
+// of prepared claims and reconciles it, the daemon's leases and the CDI
+// specs with the claims of the API server (reconcile.go; retried every
+// Interval until the API server answers). Run's goroutine runs the kubelet's
+// calls one at a time.
 func (d *Driver) Run(ctx context.Context) error {
+	claims, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		// Not fatal: the leases' labels and the API server still say
+		// which claims are live.
+		d.log.Warn("prepared claims: checkpoint ignored", "err", err)
+		if rerr := os.Rename(d.checkpointPath(), d.checkpointPath()+".bad"); rerr != nil {
+			return fmt.Errorf("dra driver: set bad checkpoint aside: %w", rerr)
+		}
+		claims = map[string]preparedClaim{}
+	}
+	d.claims = claims
 	draSock := filepath.Join(d.opts.PluginDir, "dra.sock")
 	regSock := filepath.Join(d.opts.RegistryDir, DriverName+"-reg.sock")
 	dra, err := listen(draSock)
@@ -40,14 +55,32 @@ func (d *Driver) Run(ctx context.Context) error {
 	defer srv.Stop()
 	defer rsrv.Stop()
 	d.log.Info("serving DRA driver", "driver", DriverName, "socket", draSock, "registration", regSock)
+	d.loop(ctx)
+	return nil
+}
+
+// loop is Run's owner loop: the kubelet's calls, and the periodic work.
+func (d *Driver) loop(ctx context.Context) {
 	var last []Device
+	reconciled := false
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
+		case o := <-d.ops:
+			o.f(o.ctx)
+			close(o.done)
+			continue
 		case <-t.C:
+		}
+		if !reconciled {
+			if err := d.reconcile(ctx); err != nil {
+				d.log.Warn("start-up reconciliation failed; trying again", "err", err)
+			} else {
+				reconciled = true
+			}
 		}
 		if devs, err := d.publish(ctx, last); err != nil {
 			d.log.Warn("publish failed", "err", err)
@@ -58,6 +91,21 @@ func (d *Driver) Run(ctx context.Context) error {
 		t.Reset(d.opts.Interval)
 	}
 }
+
+// call runs f on Run's goroutine and waits for it; f gets ctx, the
+// caller's.
+func (d *Driver) call(ctx context.Context, f func(context.Context)) error {
+	o := op{ctx: ctx, f: f, done: make(chan struct{})}
+	select {
+	case d.ops <- o:
+	case <-ctx.Done():
+		return fmt.Errorf("dra driver: %w", ctx.Err())
+	}
+	<-o.done // f runs with ctx: it ends soon once ctx does
+	return nil
+}
+
+func (d *Driver) checkpointPath() string { return filepath.Join(d.opts.PluginDir, CheckpointFile) }
 
 func listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
