@@ -35,7 +35,11 @@ capacity "memory" (what wsched can lease there; KEP-5075, resource.k8s.io/v1,
 feature gate DRAConsumableCapacity), and on the kubelet's NodePrepareResources
 take a lease of the claimed memory on the GPU the scheduler chose, handing the
 container its environment through a CDI spec; NodeUnprepareResources releases
-it. Experimental: see docs/kubernetes.md for what is not done.`,
+it. Prepared claims are recorded in --plugin-dir/checkpoint.json; at start-up
+the driver reconciles that record, its daemon leases and its CDI specs with the
+claims of the API server (leases of claims unprepared or deleted while it was
+down are released, prepared claims keep theirs). Deployed by
+packaging/kubernetes/dra/driver.yaml; experimental: see docs/kubernetes.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, cfg, err := a.client()
@@ -75,7 +79,7 @@ it. Experimental: see docs/kubernetes.md for what is not done.`,
 	f.StringVar(&server, "api-server", "", "the API server, https://HOST:PORT (default: in-cluster)")
 	f.StringVar(&tokenFile, "token-file", dra.InClusterToken, "bearer token for the API server")
 	f.StringVar(&caFile, "ca-file", dra.InClusterCA, "CA certificate of the API server")
-	f.StringVar(&pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+dra.DriverName, "where the driver's kubelet socket goes")
+	f.StringVar(&pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+dra.DriverName, "where the driver's kubelet socket and its checkpoint of prepared claims go")
 	f.StringVar(&registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registry")
 	f.StringVar(&cdiDir, "cdi-dir", "/var/run/cdi", "where CDI specs are written")
 	f.StringVar(&step, "step", "256MiB", "granularity of published capacity and of requests")

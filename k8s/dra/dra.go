@@ -107,7 +107,7 @@ type Options struct {
 	Interval time.Duration
 	// LeaseTTL is the TTL of the leases, renewed every Interval (default 10 min).
 	LeaseTTL time.Duration
-	// PluginDir holds the driver's kubelet socket (default
+	// PluginDir holds the driver's kubelet socket and its checkpoint (default
 	// /var/lib/kubelet/plugins/gpu.wsched.io).
 	PluginDir string
 	// RegistryDir is the kubelet's plugin registry (default
