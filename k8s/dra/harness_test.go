@@ -14,7 +14,12 @@ import (
 	"github.com/wsched/wsched/placement/inventory"
 )
 
-func TestMain(m *testing.M) { os.Exit(testtmp.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" { // a driver process of TestKilledDriverProcess
+		os.Exit(driverChild())
+	}
+	os.Exit(testtmp.Main(m))
+}
 
 const (
 	GiB      = units.GiB

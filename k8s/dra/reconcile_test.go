@@ -18,7 +18,9 @@ func gpuResult(device string, bytes int64) Result {
 	return Result{Request: "gpu", Driver: DriverName, Pool: "node1", Device: device, MemoryBytes: bytes}
 }
 
-func kclaim(uid string) *drapb.Claim { return &drapb.Claim{Namespace: "default", Name: "c-" + uid, Uid: uid} }
+func kclaim(uid string) *drapb.Claim {
+	return &drapb.Claim{Namespace: "default", Name: "c-" + uid, Uid: uid}
+}
 
 // prepareOne calls NodePrepareResources for uid and returns its answer.
 func (r *rig) prepareOne(t *testing.T, uid string) *drapb.NodePrepareResourceResponse {
