@@ -5,9 +5,13 @@
 // each consumed), and turns each prepared claim into a lease of the local
 // wsched daemon of exactly the consumed memory on exactly the GPU the
 // scheduler chose, its environment handed to the container through CDI. It
-// talks to the daemon only through its Unix-socket API and to the API server
-// through the small Claims and Slices interfaces (apiserver.go implements
-// them over plain HTTPS).
+// records the claims it prepared in a checkpoint and, at start-up,
+// reconciles that record, the daemon's leases and its CDI specs with the
+// API server's claims (reconcile.go), so that a restart neither leaks the
+// leases of claims unprepared meanwhile nor takes memory twice. It talks to
+// the daemon only through its Unix-socket API and to the API server through
+// the small Claims and Slices interfaces (apiserver.go implements them over
+// plain HTTPS).
 package dra
 
 import (
