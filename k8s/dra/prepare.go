@@ -65,14 +65,16 @@ func (s draServer) NodeUnprepareResources(ctx context.Context, req *drapb.NodeUn
 // the daemon still grants, is answered from the record (again after a
 // restart of the driver: same leases, no API call); otherwise its
 // allocation is read from the API server and leases taken (leases already
-// there for it are adopted). A failure undoes the claim.
+// there for it are adopted). A failure undoes a claim not prepared before;
+// a prepared one (its pods may run) keeps what it has.
 func (d *Driver) prepare(ctx context.Context, c *drapb.Claim) ([]*drapb.Device, error) {
 	uid := c.GetUid()
 	leases, err := d.d.Leases(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare claim %s: list leases: %w", uid, err)
 	}
-	if pc, ok := d.claims[uid]; ok && held(pc, leases) {
+	pc, recorded := d.claims[uid]
+	if recorded && held(pc, leases) {
 		return drapbDevices(uid, pc.Results), nil
 	}
 	results, err := d.opts.Claims.Allocation(ctx, c.GetNamespace(), c.GetName(), uid)
@@ -80,10 +82,10 @@ func (d *Driver) prepare(ctx context.Context, c *drapb.Claim) ([]*drapb.Device, 
 		return nil, fmt.Errorf("prepare claim %s/%s: %w", c.GetNamespace(), c.GetName(), err)
 	}
 	devs, err := d.prepareResults(ctx, Claim{UID: uid, Namespace: c.GetNamespace(), Name: c.GetName(), Results: results}, leases)
-	if err != nil {
+	if err != nil && !recorded {
 		return nil, errors.Join(err, d.unprepare(ctx, uid))
 	}
-	return devs, nil
+	return devs, err
 }
 
 // prepareResults takes (or adopts) a lease per result of this driver on
@@ -118,6 +120,9 @@ func (d *Driver) prepareResults(ctx context.Context, c Claim, leases []api.Lease
 // record sets (pc != nil) or drops the claim uid in the checkpoint.
 func (d *Driver) record(uid string, pc *preparedClaim) error {
 	claims := maps.Clone(d.claims)
+	if claims == nil {
+		claims = map[string]preparedClaim{}
+	}
 	if pc != nil {
 		claims[uid] = *pc
 	} else {
