@@ -1,8 +1,10 @@
 # mk/k8s.mk — Kubernetes manifests (issue 17) and the end-to-end test against a real kubelet (issue 28).
 #
 #   make k8s-manifests-test   decode packaging/kubernetes/*.yaml strictly into the typed
-#                             k8s.io/api objects and check the fields the node agent needs
-#                             (part of `make test`; no cluster needed)
+#                             k8s.io/api objects and check the fields the node agent needs;
+#                             dra/driver.yaml's flags and host paths against `wsched k8s
+#                             dra-driver --help` (builds wsched, or WSCHED_BIN=…), its RBAC
+#                             against dra/api-calls.txt (part of `make test`; no cluster needed)
 #   make k8s-e2e              the device plugin against a real kubelet v$(K8S_VERSION): standalone
 #                             (static pods) and a single-node cluster with the project's manifests
 #                             (packaging/kubernetes/e2e/kubelet-e2e.sh; root, Debian 12; part of
