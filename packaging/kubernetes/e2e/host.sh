@@ -76,6 +76,7 @@ setup() {
 	containerd_config
 	save_sysctls
 	[[ -d /run/netns ]] || echo 1 >"${WORK}/netns.created" # containerd creates it for pod network namespaces
+	[[ -d /run/cdi ]] || echo 1 >"${WORK}/cdi.created" # a DRA driver in the cluster writes its CDI specs there
 	# the shim is found on PATH: the cached build's first
 	start containerd env PATH="${CD_BIN}:${PATH}" "${CD_BIN}/containerd" --config "${WORK}/containerd.toml"
 	wait_for 20 "containerd" CTR version
@@ -238,6 +239,8 @@ teardown() {
 		rmdir /run/netns 2>/dev/null || true
 	fi
 	rm -f "${WORK}/netns.created"
+	if [[ -s ${WORK}/cdi.created ]]; then rm -rf /run/cdi; fi
+	rm -f "${WORK}/cdi.created"
 	iptables_cleanup
 	restore_sysctls
 	for h in /sys/fs/cgroup/*/kubepods; do

@@ -39,7 +39,7 @@
 # refuses to run on a host with a kubelet or containerd of its own. Host state
 # it touches, all undone by teardown: /var/lib/kubelet (and its self bind
 # mount), /var/lib/containerd, /run/containerd, /var/lib/cni, /var/log/pods,
-# /var/log/containers, /usr/libexec/kubernetes, /run/netns (if it created it),
+# /var/log/containers, /usr/libexec/kubernetes, /run/netns and /run/cdi (if it created them),
 # the kubepods cgroups, the cni0 bridge, the kubelet's iptables chains
 # (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and the sysctls the
 # kubelet sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...).
