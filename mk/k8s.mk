@@ -9,7 +9,9 @@
 #                             (static pods) and a single-node cluster with the project's manifests
 #                             (packaging/kubernetes/e2e/kubelet-e2e.sh; root, Debian 12; part of
 #                             `make test`). The Kubernetes binaries are built once through the Go
-#                             module proxy into $(K8S_CACHE)/v$(K8S_VERSION) (cold: 8–20 min).
+#                             module proxy into $(K8S_CACHE)/v$(K8S_VERSION) (cold: 8–20 min), and
+#                             so is containerd 2.x (CDI for the DRA driver), into
+#                             /var/cache/wsched-containerd/v<version> (build-containerd.sh; cold ≈ 5 min).
 #   make k8s-e2e-teardown     undo what a killed k8s-e2e left on the host
 #
 # packaging/kubernetes/ is a Go module of its own, so k8s.io/api stays out of the daemon's

@@ -52,10 +52,16 @@ build_wsched() {
 }
 
 setup() {
-	mkdir -p "${WORK}/bin" "${WORK}/manifests" "${WORK}/out" "${WORK}/state" "${WORK}/run"
+	mkdir -p "${WORK}/bin" "${WORK}/manifests" "${WORK}/out" "${WORK}/state" "${WORK}/run" "${WORK}/cdi"
 	local need=() p c
-	for p in containerd runc containernetworking-plugins; do dpkg -s "${p}" >/dev/null 2>&1 || need+=("${p}"); done
+	for p in runc containernetworking-plugins; do dpkg -s "${p}" >/dev/null 2>&1 || need+=("${p}"); done
 	if [[ ${#need[@]} -gt 0 ]]; then timed "apt-get install ${need[*]}" apt_install "${need[@]}"; fi
+	for c in containerd containerd-shim-runc-v2 ctr; do
+		if [[ ! -x ${CD_BIN}/${c} ]]; then
+			timed "build containerd v${CONTAINERD_VERSION} (cold)" "${HERE}/build-containerd.sh" "${CONTAINERD_VERSION}" "${CD_BIN}"
+			break
+		fi
+	done
 	if [[ ! -x ${K8S_CACHE}/debs/busybox/bin/busybox || ! -x ${K8S_CACHE}/debs/etcd/usr/bin/etcd ]]; then
 		timed "apt-get download busybox-static etcd-server" debs
 	fi
@@ -70,8 +76,10 @@ setup() {
 	containerd_config
 	save_sysctls
 	[[ -d /run/netns ]] || echo 1 >"${WORK}/netns.created" # containerd creates it for pod network namespaces
-	start containerd containerd --config "${WORK}/containerd.toml"
-	wait_for 20 "containerd" ctr version
+	[[ -d /run/cdi ]] || echo 1 >"${WORK}/cdi.created" # a DRA driver in the cluster writes its CDI specs there
+	# the shim is found on PATH: the cached build's first
+	start containerd env PATH="${CD_BIN}:${PATH}" "${CD_BIN}/containerd" --config "${WORK}/containerd.toml"
+	wait_for 20 "containerd" CTR version
 	timed "import images" import_images
 	{
 		printf '[daemon]\nsocket = "%s/run/wsched.sock"\nstate_dir = "%s/state/host"\n\n' "${WORK}" "${WORK}"
@@ -120,7 +128,11 @@ build_images() {
 
 import_images() {
 	local t
-	for t in pause busybox wsched; do CTR images import "${WORK}/img/${t}.tar" >/dev/null; done
+	# (stderr to a log: ctr 2.x warns of cgroup v1's deprecation on every call)
+	for t in pause busybox wsched; do
+		CTR images import "${WORK}/img/${t}.tar" >/dev/null 2>"${WORK}/logs/ctr-import.log" ||
+			fail "ctr images import ${t}: $(cat "${WORK}/logs/ctr-import.log")"
+	done
 }
 
 containerd_config() {
@@ -130,33 +142,42 @@ containerd_config() {
  {"type":"bridge","bridge":"cni0","isGateway":false,"ipMasq":false,
   "ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]]}}]}
 JSON
+	# containerd 2's config format (version 3): the CRI plugin split into
+	# cri.v1.images and cri.v1.runtime. CDI is always on since 2.4 (enable_cdi
+	# is gone); cdi_spec_dirs adds the DRA driver's --cdi-dir.
 	cat >"${WORK}/containerd.toml" <<TOML
-version = 2
+version = 3
 root = "/var/lib/containerd"
 state = "/run/containerd"
 [grpc]
   address = "/run/containerd/containerd.sock"
 [plugins."io.containerd.internal.v1.opt"]
   path = "${WORK}/containerd-opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/pause:local"
+# NRI (on by default in 2.x) would leave /var/run/nri/nri.sock behind
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "localhost/pause:local"
+[plugins."io.containerd.cri.v1.runtime"]
   # root here lacks CAP_SYS_RESOURCE: runc cannot write oom_score_adj -998
   # for the sandbox ("can't get final child's PID from pipe: EOF")
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi", "${WORK}/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
     # RuntimeClass "nvidia" of the manifests: plain runc (no GPU, no NVIDIA toolkit)
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "${WORK}/cni"
 TOML
 }
@@ -218,6 +239,8 @@ teardown() {
 		rmdir /run/netns 2>/dev/null || true
 	fi
 	rm -f "${WORK}/netns.created"
+	if [[ -s ${WORK}/cdi.created ]]; then rm -rf /run/cdi; fi
+	rm -f "${WORK}/cdi.created"
 	iptables_cleanup
 	restore_sysctls
 	for h in /sys/fs/cgroup/*/kubepods; do

@@ -14,8 +14,12 @@
 #               consumable capacity "memory" (scenarios_dra.sh); part of all
 #               unless E2E_DRA=0.
 #
-# Needs root, Debian 12 (apt: containerd runc containernetworking-plugins;
-# apt-get download: busybox-static etcd-server), Go and the Go module proxy.
+# Needs root, Debian 12 (apt: runc containernetworking-plugins; apt-get
+# download: busybox-static etcd-server), Go and the Go module proxy.
+# containerd is 2.x, built through the module proxy (build-containerd.sh):
+# kubelet 1.37 hands DRA's CDI devices to the runtime only in the CRI field
+# Debian's containerd 1.6.20 drops, so the pods would start without the lease's
+# environment; kubelet 1.38 needs containerd 2 anyway.
 # No image registry: pause, busybox and wsched images are built here by hand
 # and imported with `ctr images import`.
 #
@@ -23,6 +27,10 @@
 #      K8S_VERSION                                    (default 1.37.2: k8s.io/kubelet v0.37.2 of go.mod)
 #      K8S_CACHE   binaries and debs, kept between runs (default /var/cache/wsched-k8s);
 #                  the binaries live in $K8S_CACHE/v$K8S_VERSION, built by build-k8s.sh when missing
+#      CONTAINERD_VERSION                             (default 2.4.2)
+#      CONTAINERD_CACHE  containerd, its runc shim and ctr, kept between runs
+#                  (default /var/cache/wsched-containerd); in $CONTAINERD_CACHE/v$CONTAINERD_VERSION,
+#                  built by build-containerd.sh when missing
 #      KEEP=1      leave everything running at the end (no teardown)
 #      WSCHED_BIN  a wsched binary to test instead of building the checkout's
 #      E2E_DRA=0   leave the DRA scenario out of all
@@ -31,7 +39,7 @@
 # refuses to run on a host with a kubelet or containerd of its own. Host state
 # it touches, all undone by teardown: /var/lib/kubelet (and its self bind
 # mount), /var/lib/containerd, /run/containerd, /var/lib/cni, /var/log/pods,
-# /var/log/containers, /usr/libexec/kubernetes, /run/netns (if it created it),
+# /var/log/containers, /usr/libexec/kubernetes, /run/netns and /run/cdi (if it created them),
 # the kubepods cgroups, the cni0 bridge, the kubelet's iptables chains
 # (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and the sysctls the
 # kubelet sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...).
@@ -39,8 +47,10 @@
 #
 # Findings baked in (Debian 12, cgroup v1, no systemd as PID 1, root without
 # CAP_SYS_RESOURCE): the kubelet needs failCgroupV1: false; containerd needs
-# restrict_oom_score_adj; containerd 1.6 lacks RuntimeConfig (kubelet 1.37 falls
-# back to cgroupDriver: cgroupfs; 1.38 will need containerd 2); stop the
+# restrict_oom_score_adj; cgroupfs driver on both sides (containerd's runc
+# SystemdCgroup = false, which containerd 2 reports through RuntimeConfig;
+# containerd 1.6 lacked that call and kubelet 1.37 fell back to its own
+# cgroupDriver); Debian's runc 1.1.5 does for containerd 2.4; stop the
 # apiserver before etcd, or it hangs in shutdown.
 set -euo pipefail
 
@@ -50,6 +60,9 @@ WORK=${WORK:-${TMPDIR:-/tmp}/wsched-k8s-e2e}
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 K8S_CACHE=${K8S_CACHE:-/var/cache/wsched-k8s}
 K8S_BIN=${K8S_CACHE}/v${K8S_VERSION}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-2.4.2}
+CONTAINERD_CACHE=${CONTAINERD_CACHE:-/var/cache/wsched-containerd}
+CD_BIN=${CONTAINERD_CACHE}/v${CONTAINERD_VERSION}
 NODE=$(hostname | tr '[:upper:]' '[:lower:]')
 KUBELET_DIR=/var/lib/kubelet
 OWNED=/run/wsched-k8s-e2e.owner # WORK of the run that owns the host's kubelet state
@@ -66,7 +79,7 @@ K8S_NEED=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 K() { "${K8S_BIN}/kubectl" --kubeconfig "${WORK}/pki/admin.kubeconfig" "$@"; }
 WS() { "${WORK}/bin/wsched" --config "${WORK}/wsched-sim.toml" "$@"; }
-CTR() { ctr -n k8s.io "$@"; }
+CTR() { "${CD_BIN}/ctr" -n k8s.io "$@"; }
 
 finish() {
 	local rc=$?

@@ -7,7 +7,7 @@ kubelet_config() { # kubelet_config FILE [standalone]
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false          # cgroup v1 host: 1.35+ refuses to start by default
-cgroupDriver: cgroupfs       # containerd 1.6 has no RuntimeConfig (falls back to this)
+cgroupDriver: cgroupfs       # as containerd's runc (SystemdCgroup = false), which it reports
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 address: 127.0.0.1
 healthzBindAddress: 127.0.0.1
