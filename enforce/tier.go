@@ -50,9 +50,9 @@ type Facts struct {
 	// Dmem: the kernel has the dmem cgroup controller (Linux ≥ 6.14,
 	// listed in the v2 root's cgroup.controllers).
 	Dmem bool
-	// LimitsCall: this build can set the driver's memory limits. The NVML
-	// call is not implemented yet (go-nvml lacks it), so Probe leaves it
-	// false and nvml-limits is never taken on a real host.
+	// LimitsCall: the NVML library exports the memory-limits call
+	// (nvmlDeviceSetMemoryLimits_v1; package nvmllimits calls it through
+	// dlsym, go-nvml v0.13 has no binding).
 	LimitsCall bool
 	// MIG: the GPU is in MIG mode (the driver's limits do not apply).
 	MIG bool
@@ -93,7 +93,7 @@ func allows(t Tier, f Facts) (bool, string) {
 		case f.MIG:
 			return false, "the GPU is in MIG mode"
 		case !f.LimitsCall:
-			return false, "this build cannot set NVML memory limits yet"
+			return false, "the NVML library does not export nvmlDeviceSetMemoryLimits_v1"
 		}
 		return true, fmt.Sprintf("driver %s and the dmem cgroup controller enforce per-cgroup limits", f.Driver)
 	case MPS:

@@ -22,7 +22,7 @@ func TestChoose(t *testing.T) {
 		{"R610 driver", "auto", with(func(f *Facts) { f.Driver = "610.1" }), MPS, `not nvml-limits: driver "610.1" is older than R615`},
 		{"no dmem (kernel < 6.14)", "auto", with(func(f *Facts) { f.Dmem = false }), MPS, "no dmem cgroup controller"},
 		{"MIG", "auto", with(func(f *Facts) { f.MIG = true }), MPS, "MIG mode"},
-		{"no limits call in this build", "auto", with(func(f *Facts) { f.LimitsCall = false }), MPS, "cannot set NVML memory limits"},
+		{"no limits call in this build", "auto", with(func(f *Facts) { f.LimitsCall = false }), MPS, "does not export nvmlDeviceSetMemoryLimits_v1"},
 		{"old driver, no MPS", "auto", with(func(f *Facts) { f.Driver, f.MPSPipe = "550.54.15", "" }), Preload, "not mps: no MPS control daemon"},
 		{"unknown driver, nothing", "auto", Facts{}, Detect, "the allocation cap library is not installed"},
 		{"mode preload over a stronger host", "preload", all, Preload, "caps the CUDA driver"},
@@ -93,7 +93,7 @@ func TestProbe(t *testing.T) {
 		}
 		return "", false
 	}
-	if f := Probe("/proc", "615.1", env, []string{dir}); f.MPSPipe != "" || f.PreloadLib != "" || f.Driver != "615.1" {
+	if f := Probe("/proc", "615.1", env, []string{dir}, ""); f.MPSPipe != "" || f.PreloadLib != "" || f.Driver != "615.1" {
 		t.Errorf("empty dir: %+v", f)
 	}
 	if err := mkfifo(dir + "/control"); err != nil {
@@ -102,7 +102,7 @@ func TestProbe(t *testing.T) {
 	if err := touch(dir + "/libwsched_cuda_cap.so"); err != nil {
 		t.Fatal(err)
 	}
-	if f := Probe("/proc", "", env, []string{dir}); f.MPSPipe != dir || f.PreloadLib != dir+"/libwsched_cuda_cap.so" {
+	if f := Probe("/proc", "", env, []string{dir}, ""); f.MPSPipe != dir || f.PreloadLib != dir+"/libwsched_cuda_cap.so" {
 		t.Errorf("with a pipe and the library: %+v", f)
 	}
 }
