@@ -77,6 +77,8 @@ unsigned long long fakecuda_used(void) {
 
 CUresult cuInit(unsigned int flags) { (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return OK; }
+CUresult cuCtxCreate_v2(void **ctx, unsigned int flags, int dev) { (void)flags, (void)dev; *ctx = (void *)1; return OK; }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return take(p, n); }
 CUresult cuMemAlloc(CUdeviceptr_v1 *p, unsigned int n) {
 	unsigned long long a;
