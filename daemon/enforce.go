@@ -56,6 +56,9 @@ func (d *Daemon) newEnforcement() enforcement {
 	}
 	facts := enforce.Probe(d.procRoot, snap.Driver, lookup, preload.Dirs(), nvmllimits.DefaultLibrary)
 	facts.MPSOff = cfg.MPS == "off"
+	if d.facts != nil {
+		facts = d.facts(facts)
+	}
 	e.tiers = enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)
 	for _, g := range snap.GPUs {
 		c := e.tiers.For(g.UUID)
@@ -66,7 +69,7 @@ func (d *Daemon) newEnforcement() enforcement {
 		d.log.Info("enforcement: no GPU at start; a GPU found later gets this tier", "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason,
 			"preload_library", facts.PreloadLib)
 	}
-	d.startLimits(&e)
+	d.startLimits(&e, facts.NVMLLib)
 	if e.cgroups, err = cgroup.Open(d.procRoot, fmt.Sprintf("wsched-holders-%d", os.Getpid())); err != nil {
 		d.log.Info("backends run without cgroups of their own: children that setsid can outlive an instance", "err", err)
 	} else {
@@ -80,7 +83,7 @@ func (d *Daemon) newEnforcement() enforcement {
 
 // startLimits opens the NVML library's memory-limits call when a GPU's tier
 // is nvml-limits, and follows lease resizes on the engine.
-func (d *Daemon) startLimits(e *enforcement) {
+func (d *Daemon) startLimits(e *enforcement, nvmlLib string) {
 	limited := false
 	for _, c := range e.tiers.Choices() {
 		limited = limited || c.Tier == enforce.NVMLLimits
@@ -88,7 +91,7 @@ func (d *Daemon) startLimits(e *enforcement) {
 	if !limited {
 		return
 	}
-	lib, err := nvmllimits.Open(nvmllimits.DefaultLibrary)
+	lib, err := nvmllimits.Open(nvmlLib)
 	if err != nil {
 		d.log.Warn("enforcement: nvml-limits chosen but the NVML library did not open: limits are not set", "err", err)
 		return

@@ -54,6 +54,8 @@ type Facts struct {
 	// (nvmlDeviceSetMemoryLimits_v1; package nvmllimits calls it through
 	// dlsym, go-nvml v0.13 has no binding).
 	LimitsCall bool
+	// NVMLLib is the NVML library probed for it (and opened to set them).
+	NVMLLib string
 	// MIG: the GPU is in MIG mode (the driver's limits do not apply).
 	MIG bool
 	// MPSPipe is the pipe directory of a running MPS control daemon; "" none.
