@@ -20,12 +20,12 @@ import (
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/daemon/store"
 	"github.com/wsched/wsched/daemon/upkeep"
+	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/jobs/runner"
 	"github.com/wsched/wsched/placement"
-	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/placement/inventory"
 	"github.com/wsched/wsched/plugins/host"
 )

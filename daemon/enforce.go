@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/wsched/wsched/enforce"
@@ -102,7 +103,7 @@ func (d *Daemon) startLimits(e *enforcement, nvmlLib string) {
 	events := make(chan placement.Event)
 	go e.limits.Run(ctx, events)
 	go func() { // the engine answers once it runs (Daemon.Run)
-		sub, unsub, err := d.eng.Subscribe(ctx, placement.EventResized)
+		sub, unsub, err := d.eng.Subscribe(ctx, placement.EventResized, placement.EventReleased, placement.EventExpired)
 		if err != nil {
 			return
 		}
@@ -125,6 +126,30 @@ func (e enforcement) attachLimits(l placement.Lease, dir string) func() {
 		return nil
 	}
 	return e.limits.Attach(l, dir)
+}
+
+// runGroup matches the cgroups `wsched run` makes for its child: a systemd
+// scope, or a child group under the run's own.
+var runGroup = regexp.MustCompile(`/wsched-run-[0-9]+(-[0-9]+\.scope|/child)$`)
+
+// limitRunPID is what POST /v1/leases/{id}/pids calls (nil without the
+// nvml-limits tier): a process of a lease on an nvml-limits GPU that is in
+// a `wsched run` cgroup gets the lease's limits on that cgroup; they follow
+// resizes and are cleared when the lease ends (if the cgroup is still there:
+// removing it clears them too). Other cgroups are left alone — they may hold
+// other processes than the lease's.
+func (e enforcement) limitRunPID(procRoot string) func(placement.Lease, int) {
+	if e.limits == nil {
+		return nil
+	}
+	return func(l placement.Lease, pid int) {
+		if e.tiers.For(l.GPU).Tier != enforce.NVMLLimits {
+			return
+		}
+		if g, err := cgroup.Of(procRoot, pid); err == nil && runGroup.MatchString(g.Dir()) {
+			e.limits.Attach(l, g.Dir())
+		}
+	}
 }
 
 // startMPS starts the MPS control daemon wsched manages, with its pipes in

@@ -2,15 +2,18 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/enforce/nvmllimits"
@@ -159,5 +162,63 @@ func waitCalls(t *testing.T, path string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("fake NVML logged %q, want %d calls", got, n)
 		}
+	}
+}
+
+// A `wsched run` child's cgroup (here made as `wsched run` makes it, with a
+// process in it) gets the lease's limits when the process is added to the
+// lease, again on a resize, and they are cleared when the lease is
+// released while the cgroup is still there.
+func TestNVMLLimitsOnRunCgroup(t *testing.T) {
+	m, err := cgroup.Open("/proc", fmt.Sprintf("wsched-run-%d", os.Getpid()))
+	if err != nil {
+		t.Skipf("no writable cgroup hierarchy: %v", err)
+	}
+	defer m.Close()
+	g, err := m.New("child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer g.Remove(ctx)
+	child := exec.Command("sleep", "60")
+	if err := g.Start(child); err != nil {
+		t.Fatal(err)
+	}
+	go child.Wait()
+	lib, err := fakenvml.Build("", t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	t.Setenv(fakenvml.LogEnv, calls)
+	td, _ := limitsDaemon(t, lib)
+
+	status, body := td.raw("POST", "/v1/leases", `{"memory_bytes": 1073741824, "device": "cuda:0"}`)
+	var l api.Lease
+	if err := json.Unmarshal([]byte(body), &l); status/100 != 2 || err != nil || l.GPUUUID == "" {
+		t.Fatalf("grant: %d %v %s", status, err, body)
+	}
+	if status, body := td.raw("POST", "/v1/leases/"+l.ID+"/pids", fmt.Sprintf(`{"pid": %d}`, child.Process.Pid)); status != 200 {
+		t.Fatalf("add pid: %d %s", status, body)
+	}
+	waitCalls(t, calls, 2)
+	if _, err := td.d.eng.Resize(ctx, l.ID, 2*GiB); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls(t, calls, 3)
+	if status, body := td.raw("DELETE", "/v1/leases/"+l.ID, ""); status/100 != 2 {
+		t.Fatalf("release: %d %s", status, body)
+	}
+	waitCalls(t, calls, 4)
+	got, _ := fakenvml.Calls(calls)
+	want := []string{"init",
+		fmt.Sprintf("set %s %s %d %d", l.GPUUUID, g.Dir(), 1*GiB, 2*GiB),
+		fmt.Sprintf("set %s %s %d %d", l.GPUUUID, g.Dir(), 2*GiB, 3*GiB),
+		fmt.Sprintf("set %s %s 0 %d", l.GPUUUID, g.Dir(), uint64(nvmllimits.Unlimited)),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("NVML calls:\n%q\nwant\n%q", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package enforce
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"github.com/wsched/wsched/placement"
 )
@@ -39,8 +40,10 @@ func NewLimits(set Setter, borrow int64, log *slog.Logger) *Limits {
 	return &Limits{set: set, borrow: max(borrow, 0), ops: make(chan func(held)), done: make(chan struct{}), log: log}
 }
 
-// Run owns the attached cgroups until ctx ends, following resizes from
-// events (placement's `resized` events; other types are ignored).
+// Run owns the attached cgroups until ctx ends, following placement's
+// events: `resized` sets the limits again; `released` and `expired` clear
+// those of cgroups still there and forget the lease (other types are
+// ignored).
 func (m *Limits) Run(ctx context.Context, events <-chan placement.Event) {
 	defer close(m.done)
 	h := held{}
@@ -55,12 +58,28 @@ func (m *Limits) Run(ctx context.Context, events <-chan placement.Event) {
 				events = nil
 				continue
 			}
-			if a := h[ev.Lease.ID]; a != nil && ev.Type == placement.EventResized {
-				for dir := range a.dirs {
-					m.apply(a.gpu, dir, ev.Lease.Bytes)
-				}
+			m.follow(h, ev)
+		}
+	}
+}
+
+func (m *Limits) follow(h held, ev placement.Event) {
+	a := h[ev.Lease.ID]
+	if a == nil {
+		return
+	}
+	switch ev.Type {
+	case placement.EventResized:
+		for dir := range a.dirs {
+			m.apply(a.gpu, dir, ev.Lease.Bytes)
+		}
+	case placement.EventReleased, placement.EventExpired:
+		for dir := range a.dirs {
+			if _, err := os.Stat(dir); err == nil { // a removed cgroup took its limits with it
+				m.clear(a.gpu, dir)
 			}
 		}
+		delete(h, ev.Lease.ID)
 	}
 }
 
@@ -87,10 +106,14 @@ func (m *Limits) Attach(l placement.Lease, dir string) (detach func()) {
 					delete(h, l.ID)
 				}
 			}
-			if err := m.set.Clear(l.GPU, dir); err != nil {
-				m.log.Warn("nvml-limits: limits not cleared", "cgroup", dir, "err", err)
-			}
+			m.clear(l.GPU, dir)
 		})
+	}
+}
+
+func (m *Limits) clear(gpu, dir string) {
+	if err := m.set.Clear(gpu, dir); err != nil {
+		m.log.Warn("nvml-limits: limits not cleared", "cgroup", dir, "err", err)
 	}
 }
 

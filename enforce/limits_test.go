@@ -118,3 +118,32 @@ func (r *recSetter) Set(uuid, dir string, soft, hard uint64) error {
 }
 
 func (r *recSetter) Clear(uuid, dir string) error { return r.Set(uuid, dir, 0, 0) }
+
+// A lease that ends (released, expired) has its limits cleared on the
+// cgroups still there; a removed one took its limits with it.
+func TestLimitsClearedOnRelease(t *testing.T) {
+	rec := &recSetter{}
+	lim := NewLimits(rec, 0, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := make(chan placement.Event)
+	ran := make(chan struct{})
+	go func() { lim.Run(ctx, events); close(ran) }()
+	kept, gone := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	l := placement.Lease{ID: "l", GPU: "GPU-1", Bytes: 10}
+	lim.Attach(l, kept)
+	lim.Attach(l, gone)
+	for _, ev := range []placement.Event{{Type: placement.EventReleased, Lease: l}, {Type: placement.EventResized, Lease: l}} {
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+			t.Fatal("Run does not take events")
+		}
+	}
+	cancel()
+	<-ran
+	want := []string{fmt.Sprint("set", "GPU-1", kept, 10, 10), fmt.Sprint("set", "GPU-1", gone, 10, 10), fmt.Sprint("set", "GPU-1", kept, 0, 0)}
+	if !slices.Equal(rec.calls, want) {
+		t.Errorf("calls %q, want %q", rec.calls, want)
+	}
+}
