@@ -33,8 +33,22 @@ func TestMonitorPageShowsEnforcement(t *testing.T) {
 		t.Fatalf("load the monitor page: %v", err)
 	}
 	reason, _ := json.Marshal(want.Reason)
-	waitJS(ctx, t, fmt.Sprintf(`(() => { const e = document.querySelector('#gpu-3 .enforcement');
+	shown := fmt.Sprintf(`(() => { const e = document.querySelector('#gpu-3 .enforcement');
 		return !!e && e.dataset.tier === %q && e.title === %s && e.textContent.startsWith("enforcement " + %q) &&
-			e.querySelector('.reason').textContent.includes(%s) })()`, want.Tier, reason, want.Tier, reason))
+			e.querySelector('.reason').textContent.includes(%s) })()`, want.Tier, reason, want.Tier, reason)
+	waitJS(ctx, t, shown)
+	// A new reading (which carries no tier) redraws the card: the tier stays
+	// on every drawing (an observer counts the drawings without it).
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.tierLost = 0;
+		new MutationObserver(() => { if (!document.querySelector('#gpu-3 .enforcement')) window.tierLost++; })
+			.observe(document.querySelector('#gpus'), { childList: true, subtree: true }); true`)); err != nil {
+		t.Fatal(err)
+	}
+	td.sim.SetLoad(3, 42, 61)
+	waitJS(ctx, t, `document.querySelector('#gpu-3').textContent.includes("61°C")`)
+	if lost, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.tierLost`)); err != nil || lost != 0 {
+		t.Errorf("the tier was missing from %d drawings after a new reading (%v)", lost, err)
+	}
+	waitJS(ctx, t, shown)
 	assertFits(ctx, t, 1280)
 }

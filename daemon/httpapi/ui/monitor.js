@@ -188,7 +188,8 @@
       const i = gpus.gpus.findIndex((x) => x.uuid === n.uuid);
       if (i < 0) continue;
       const g = gpus.gpus[i];
-      gpus.gpus[i] = whole ? Object.assign({}, n, { leases: g.leases }) : Object.assign(g, n);
+      // A reading carries neither the leases nor the tier (chosen at start).
+      gpus.gpus[i] = whole ? Object.assign({}, n, { leases: g.leases, enforcement: g.enforcement }) : Object.assign(g, n);
     }
   }
 
