@@ -119,7 +119,7 @@ func limitsDaemon(t *testing.T, lib string) (*testDaemon, string) {
 		t.Fatal(err)
 	}
 	facts := func(f enforce.Facts) enforce.Facts {
-		f.Dmem, f.NVMLLib = true, lib
+		f.Dmem, f.NVMLLib, f.Root = true, lib, true
 		f.LimitsCall = nvmllimits.Has(lib)
 		return f
 	}

@@ -22,7 +22,7 @@ const DefaultMPSPipe = "/tmp/nvidia-mps"
 // only where the driver (R615+) and the kernel (dmem) could enforce limits,
 // to see whether it exports the memory-limits call.
 func Probe(procRoot, driver string, lookupEnv func(string) (string, bool), libDirs []string, nvmlLib string) Facts {
-	f := Facts{Driver: driver, Dmem: hasDmem(procRoot), NVMLLib: nvmlLib}
+	f := Facts{Driver: driver, Dmem: hasDmem(procRoot), NVMLLib: nvmlLib, Root: os.Geteuid() == 0}
 	f.LimitsCall = nvmlLib != "" && f.Dmem && DriverMajor(driver) >= MinLimitsDriver && nvmllimits.Has(nvmlLib)
 	pipe := DefaultMPSPipe
 	if v, ok := lookupEnv("CUDA_MPS_PIPE_DIRECTORY"); ok && v != "" {

@@ -56,6 +56,8 @@ type Facts struct {
 	LimitsCall bool
 	// NVMLLib is the NVML library probed for it (and opened to set them).
 	NVMLLib string
+	// Root: the daemon runs as root, which setting the limits needs.
+	Root bool
 	// MIG: the GPU is in MIG mode (the driver's limits do not apply).
 	MIG bool
 	// MPSPipe is the pipe directory of a running MPS control daemon; "" none.
@@ -96,6 +98,8 @@ func allows(t Tier, f Facts) (bool, string) {
 			return false, "the GPU is in MIG mode"
 		case !f.LimitsCall:
 			return false, "the NVML library does not export nvmlDeviceSetMemoryLimits_v1"
+		case !f.Root:
+			return false, "setting NVML memory limits needs root, and the daemon does not run as root"
 		}
 		return true, fmt.Sprintf("driver %s and the dmem cgroup controller enforce per-cgroup limits", f.Driver)
 	case MPS:
