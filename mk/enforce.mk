@@ -9,7 +9,7 @@
 #                       by side
 .PHONY: preload preload-test preload-bench
 CC             ?= cc
-PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c enforce/preload/c/report.c
+PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c enforce/preload/c/arrays.c enforce/preload/c/report.c
 PRELOAD_LIB    := $(BIN)/libwsched_cuda_cap.so
 PRELOAD_CFLAGS ?= -std=gnu11 -O2 -Wall -Wextra -fPIC -fvisibility=hidden
 # The packaged copy (make deb, /usr/lib/wsched/libwsched_cuda_cap.so): stripped and hardened as

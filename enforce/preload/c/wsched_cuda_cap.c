@@ -34,40 +34,12 @@
 
 #include "cap.h"
 
-typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned int CUdeviceptr_v1;
 typedef unsigned long long CUmemHandle;
 typedef void *CUstream;
 typedef void *CUmemoryPool;
 typedef unsigned long long cuuint64_t;
-typedef void *CUarray;
-typedef void *CUmipmappedArray;
-
-/* The array descriptors (cuda.h): _v2 with size_t extents, v1 with 32-bit. */
-typedef struct {
-	size_t Width, Height;
-	int Format;
-	unsigned int NumChannels;
-} CUDA_ARRAY_DESCRIPTOR;
-typedef struct {
-	unsigned int Width, Height;
-	int Format;
-	unsigned int NumChannels;
-} CUDA_ARRAY_DESCRIPTOR_v1;
-typedef struct {
-	size_t Width, Height, Depth;
-	int Format;
-	unsigned int NumChannels, Flags;
-} CUDA_ARRAY3D_DESCRIPTOR;
-typedef struct {
-	unsigned int Width, Height, Depth;
-	int Format;
-	unsigned int NumChannels, Flags;
-} CUDA_ARRAY3D_DESCRIPTOR_v1;
-
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
 
 /* ---- the real driver ------------------------------------------------ */
 
@@ -89,7 +61,7 @@ static void *real_dlsym(void *h, const char *name) {
 
 /* real looks name up in the driver: the next object after this one, else
  * libcuda.so.1 (which the runtime dlopens after start). */
-static void *real(const char *name) {
+void *real(const char *name) {
 	void *p = real_dlsym(RTLD_NEXT, name);
 	if (p)
 		return p;
@@ -98,17 +70,6 @@ static void *real(const char *name) {
 		h = dlopen("libcuda.so.1", RTLD_LAZY);
 	return h ? real_dlsym(h, name) : NULL;
 }
-
-#define REAL(name)                                                \
-	typedef __typeof__(&name) name##_fn;                      \
-	static _Atomic(name##_fn) real_##name;                    \
-	name##_fn r_##name = atomic_load(&real_##name);           \
-	if (!r_##name) {                                          \
-		r_##name = (name##_fn)real(#name);                \
-		atomic_store(&real_##name, r_##name);             \
-	}                                                         \
-	if (!r_##name)                                            \
-		return 999 /* CUDA_ERROR_UNKNOWN */;
 
 /* ---- accounting ------------------------------------------------------ */
 
@@ -147,7 +108,7 @@ static unsigned bucket(unsigned long long k) { return (unsigned)((k >> 8) ^ (k >
 
 /* reserve takes n bytes when they fit under the limit; else it counts a
  * refusal, reports it and answers 0. */
-static int reserve(size_t n) {
+int reserve(size_t n) {
 	pthread_once(&once, init);
 	pthread_mutex_lock(&mu);
 	int ok = limit < 0 || used + n <= (size_t)limit;
@@ -189,7 +150,7 @@ static void remember(int space, unsigned long long key, size_t n) {
 
 /* forget gives a freed allocation's bytes back; dropping from past the lease
  * to within it is reported (the borrowing ended). */
-static void forget(int space, unsigned long long key) {
+void forget(int space, unsigned long long key) {
 	pthread_mutex_lock(&mu);
 	for (struct entry **p = &table[space][bucket(key)]; *p; p = &(*p)->next) {
 		if ((*p)->key == key) {
@@ -210,7 +171,7 @@ static void forget(int space, unsigned long long key) {
 
 /* after an allocation call: keep the bytes and remember the pointer, or
  * give them back when the driver refused. */
-static CUresult settle(CUresult rc, int space, unsigned long long key, size_t n) {
+CUresult settle(CUresult rc, int space, unsigned long long key, size_t n) {
 	if (rc == CUDA_SUCCESS)
 		remember(space, key, n);
 	else
@@ -238,8 +199,6 @@ static void fork_child(void) { pthread_mutex_unlock(&mu); }
 __attribute__((constructor)) static void setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* ---- the wrapped entry points ----------------------------------------- */
-
-#define EXPORT __attribute__((visibility("default")))
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
 	REAL(cuMemAlloc_v2)
@@ -332,96 +291,6 @@ EXPORT CUresult cuMemCreate(CUmemHandle *handle, size_t n, const void *prop, uns
 	CUresult rc = r_cuMemCreate(handle, n, prop, flags);
 	return settle(rc, 1, rc == CUDA_SUCCESS ? *handle : 0, n);
 }
-
-/* ---- arrays (textures, surfaces) ---------------------------------------- */
-
-/* element_bytes is one channel's size for a CUarray_format: 8-, 16- and
- * 32-bit integers, half and float; the rest (packed video and
- * block-compressed formats) are counted as 4 bytes, which overcounts them. */
-static size_t element_bytes(int format) {
-	switch (format) {
-	case 0x01: case 0x08: /* UNSIGNED_INT8, SIGNED_INT8 */
-		return 1;
-	case 0x02: case 0x09: case 0x10: /* UNSIGNED_INT16, SIGNED_INT16, HALF */
-		return 2;
-	}
-	return 4;
-}
-
-/* array_bytes is what an array of w × h × d elements takes (a height or
- * depth of 0 is a 1D or 2D array), before the driver's alignment padding. */
-static size_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels) {
-	return w * (h ? h : 1) * (d ? d : 1) * element_bytes(format) * (channels ? channels : 1);
-}
-
-EXPORT CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc) {
-	REAL(cuArrayCreate_v2)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArrayCreate_v2(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
-}
-
-EXPORT CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
-	REAL(cuArrayCreate)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArrayCreate(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
-}
-
-EXPORT CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
-	REAL(cuArray3DCreate_v2)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArray3DCreate_v2(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
-}
-
-EXPORT CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
-	REAL(cuArray3DCreate)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArray3DCreate(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
-}
-
-/* A mipmapped array holds every level: each halves the extents (at least 1)
- * of the one before. */
-EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
-	REAL(cuMipmappedArrayCreate)
-	size_t n = 0;
-	for (unsigned l = 0; desc && l < (levels ? levels : 1) && l < 64; l++) {
-		size_t w = desc->Width >> l, h = desc->Height >> l, d = desc->Depth >> l;
-		n += array_bytes(w ? w : 1, desc->Height ? (h ? h : 1) : 0, desc->Depth ? (d ? d : 1) : 0, desc->Format, desc->NumChannels);
-	}
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMipmappedArrayCreate(arr, desc, levels);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
-}
-
-EXPORT CUresult cuArrayDestroy(CUarray arr) {
-	REAL(cuArrayDestroy)
-	CUresult rc = r_cuArrayDestroy(arr);
-	if (rc == CUDA_SUCCESS)
-		forget(2, (unsigned long long)(uintptr_t)arr);
-	return rc;
-}
-
-EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr) {
-	REAL(cuMipmappedArrayDestroy)
-	CUresult rc = r_cuMipmappedArrayDestroy(arr);
-	if (rc == CUDA_SUCCESS)
-		forget(2, (unsigned long long)(uintptr_t)arr);
-	return rc;
-}
-
-/* ---- frees -------------------------------------------------------------- */
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
 	REAL(cuMemFree_v2)
