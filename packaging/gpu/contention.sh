@@ -139,7 +139,7 @@ overhead() {
 	for mode in detect preload; do
 		write_config "$mode"
 		install -m 0755 "$kit/bin/wsched-backend-whisper" "$work/plugins/"
-		cp "$kit/models/for-tests-ggml-base.bin" "$work/models/ggml-base.bin"
+		cp "$kit/models/for-tests-ggml-base.bin" "$work/models/" # named as check.sh names them
 		start_daemon "overhead-$mode" || return
 		ws transcribe --model base "$kit/jfk.wav" >/dev/null 2>&1 || true # warm: the backend loads
 		: >"$out/overhead-$mode.times"
