@@ -23,8 +23,8 @@ func TestHogCappedOnFakeDriver(t *testing.T) {
 	if out, err := exec.Command("cc", "-O2", "-Wall", "-Werror", "-o", hog, "../../packaging/gpu/hog.c", "-ldl").CombinedOutput(); err != nil {
 		t.Fatalf("cc hog.c: %v\n%s", err, out)
 	}
-	run := func(env map[string]string, bytes string) (string, int) {
-		cmd := exec.Command(hog, bytes, "0", "1024")
+	run := func(env map[string]string, bytes string, pause ...string) (string, int) {
+		cmd := exec.Command(hog, append([]string{bytes, "0", "1024"}, pause...)...)
 		cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+k.dir, "WSCHED_LEASE_ID=", "WSCHED_SOCKET=")
 		for key, v := range env {
 			cmd.Env = append(cmd.Env, key+"="+v)
@@ -46,5 +46,9 @@ func TestHogCappedOnFakeDriver(t *testing.T) {
 	}
 	if out, code := run(preload.Env(k.lib, "", 4096, 0, ""), "4096"); code != 0 {
 		t.Errorf("an honest client under its cap: exit %d, %q", code, out)
+	}
+	// In two halves, a second apart: the second half meets the cap too.
+	if out, code := run(preload.Env(k.lib, "", 3072, 0, ""), "4096", "1"); code != 3 || !strings.Contains(out, "allocated 3072 of 4096") {
+		t.Errorf("in halves under a 3072-byte cap: exit %d, %q", code, out)
 	}
 }

@@ -5,10 +5,10 @@
 #
 #   1. Which tier `auto` picks on this host, and why (the daemon's start log, `wsched gpus`).
 #   2. Contention, once per tier in $TIERS (default: detect preload mps): a daemon with [enforcement] mode = TIER;
-#      one lying client (`wsched run --memory 2GiB` allocating 20 GiB) starts first, then $CLIENTS honest ones
-#      (each `wsched run --memory ${LEASE_GIB}GiB` allocating its lease less 1 GiB for its context), all on GPU 0,
-#      all holding for $HOLD s. A collateral OOM is an honest client that got CUDA_ERROR_OUT_OF_MEMORY (hog exits
-#      3). Where the GPU is smaller than CLIENTS × LEASE_GIB + LIAR_ASK_GIB + 2 GiB, LEASE_GIB is lowered to fit
+#      $CLIENTS honest clients (each `wsched run --memory ${LEASE_GIB}GiB`, allocating its lease less 1 GiB for its
+#      context: half at once, the rest $PAUSE s later, as a job that loads its model and then grows its buffers),
+#      then, while they pause, one lying client (`wsched run --memory 2GiB` allocating 20 GiB), all on GPU 0, all
+#      holding for $HOLD s. A collateral OOM is an honest client that got CUDA_ERROR_OUT_OF_MEMORY (hog exits 3). Where the GPU is smaller than CLIENTS × LEASE_GIB + LIAR_ASK_GIB + 2 GiB, LEASE_GIB is lowered to fit
 #      (and said in the report): the leases then fill the GPU and the liar's excess is what does not fit.
 #   3. The preload cap's overhead on a whisper.cpp job: $JOB_RUNS transcriptions of jfk.wav with model base,
 #      under mode = detect and mode = preload, one after the other, medians side by side. Needs the CUDA build
@@ -22,6 +22,7 @@ LEASE_GIB=${LEASE_GIB:-9}
 LIAR_ASK_GIB=${LIAR_ASK_GIB:-2}
 LIAR_ALLOC_GIB=${LIAR_ALLOC_GIB:-20}
 HOLD=${HOLD:-30}
+PAUSE=${PAUSE:-15}
 TIERS=${TIERS:-detect preload mps}
 JOB_RUNS=${JOB_RUNS:-10}
 work=/tmp/wsched-contention
@@ -104,17 +105,15 @@ for tier in $TIERS; do
 	start_daemon "$tier" || continue
 	given=$(tier_of)
 	ws gpus >"$out/$tier-gpus.txt" 2>&1 || true
-	log "$tier: GPU 0 tier $given; liar asks $LIAR_ASK_GIB GiB, allocates $LIAR_ALLOC_GIB GiB"
+	log "$tier: GPU 0 tier $given; $CLIENTS clients × $LEASE_GIB GiB, then a liar asking $LIAR_ASK_GIB GiB, allocating $LIAR_ALLOC_GIB GiB"
+	for i in $(seq "$CLIENTS"); do
+		(ws run --memory "${LEASE_GIB}GiB" --device cuda:0 --wait 2m --name "client-$i" -- \
+			"$work/hog" $(((LEASE_GIB - 1) * GiB)) "$HOLD" $((256 << 20)) "$PAUSE" \
+			>"$out/$tier-client-$i.txt" 2>&1; echo $? >"$out/$tier-client-$i.rc") &
+	done
+	sleep 5 # the honest clients hold their first halves and pause
 	(ws run --memory "${LIAR_ASK_GIB}GiB" --device cuda:0 --name liar -- "$work/hog" $((LIAR_ALLOC_GIB * GiB)) "$HOLD" \
 		>"$out/$tier-liar.txt" 2>&1; echo $? >"$out/$tier-liar.rc") &
-	sleep 5 # the liar allocates first
-	pids=()
-	for i in $(seq "$CLIENTS"); do
-		(ws run --memory "${LEASE_GIB}GiB" --device cuda:0 --wait 2m --name "client-$i" -- "$work/hog" $(((LEASE_GIB - 1) * GiB)) "$HOLD" \
-			>"$out/$tier-client-$i.txt" 2>&1; echo $? >"$out/$tier-client-$i.rc") &
-		pids+=($!)
-	done
-	wait "${pids[@]}" || true
 	wait || true
 	oom=0 ok=0
 	for i in $(seq "$CLIENTS"); do
@@ -169,7 +168,7 @@ overhead >"$out/overhead.txt" 2>&1 || true
 	echo
 	echo "auto picked \`$auto_tier\`: $(head -1 "$out/auto-choice.txt" | sed 's/^.*why=//')"
 	echo
-	echo "$CLIENTS honest clients × ${LEASE_GIB} GiB leases (each allocating $((LEASE_GIB - 1)) GiB), one liar asking ${LIAR_ASK_GIB} GiB and allocating ${LIAR_ALLOC_GIB} GiB, holding ${HOLD} s:"
+	echo "$CLIENTS honest clients × ${LEASE_GIB} GiB leases (each allocating $((LEASE_GIB - 1)) GiB, half, then the rest ${PAUSE} s later), one liar asking ${LIAR_ASK_GIB} GiB and allocating ${LIAR_ALLOC_GIB} GiB 5 s in, holding ${HOLD} s:"
 	echo
 	cat "$out/contention-table.md"
 	echo

@@ -1,9 +1,10 @@
 /* hog.c — a GPU client for the contention run of issue 27 (contention.sh).
  *
- *   hog BYTES SECONDS [PIECE]
+ *   hog BYTES SECONDS [PIECE [PAUSE]]
  *
  * creates a CUDA context on device 0, allocates BYTES in PIECE-byte pieces
- * (default 256 MiB) with
+ * (default 256 MiB; with PAUSE, half of BYTES, then PAUSE seconds later the
+ * rest, as a job that loads its model and then grows its buffers) with
  * cuMemAlloc_v2, holds them SECONDS, frees them and exits: 0 when every
  * piece was allocated, 3 when the driver (or the preload cap) answered
  * CUDA_ERROR_OUT_OF_MEMORY, 4 on any other error. It reaches the driver the
@@ -27,15 +28,17 @@ typedef int (*free_fn)(unsigned long long);
 #define MAXPIECES 4096
 
 int main(int argc, char **argv) {
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: hog BYTES SECONDS [PIECE]\n");
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: hog BYTES SECONDS [PIECE [PAUSE]]\n");
 		return 4;
 	}
 	unsigned long long want = strtoull(argv[1], NULL, 10);
 	int hold = atoi(argv[2]);
-	unsigned long long piece_bytes = argc == 4 ? strtoull(argv[3], NULL, 10) : PIECE;
+	unsigned long long piece_bytes = argc >= 4 ? strtoull(argv[3], NULL, 10) : PIECE;
 	if (!piece_bytes)
 		piece_bytes = PIECE;
+	int pause = argc == 5 ? atoi(argv[4]) : 0;
+	unsigned long long first = pause > 0 ? want / 2 : want;
 	void *h = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!h) {
 		fprintf(stderr, "hog: %s\n", dlerror());
@@ -60,7 +63,12 @@ int main(int argc, char **argv) {
 	unsigned long long got = 0;
 	int n = 0, status = 0;
 	while (got < want && n < MAXPIECES) {
-		size_t piece = want - got < piece_bytes ? want - got : piece_bytes;
+		if (got >= first && pause > 0) {
+			sleep(pause);
+			pause = 0;
+		}
+		unsigned long long upto = pause > 0 ? first : want;
+		size_t piece = upto - got < piece_bytes ? upto - got : piece_bytes;
 		if ((rc = cuMemAlloc(&ptr[n], piece)) != 0) {
 			status = rc == 2 ? 3 : 4;
 			break;
