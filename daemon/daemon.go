@@ -20,6 +20,7 @@ import (
 	"github.com/wsched/wsched/daemon/procwatch"
 	"github.com/wsched/wsched/daemon/store"
 	"github.com/wsched/wsched/daemon/upkeep"
+	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/jobs"
@@ -39,6 +40,10 @@ type Options struct {
 	Provider inventory.Provider
 	// Listener overrides socket activation and the configured socket (tests).
 	Listener net.Listener
+	// Facts, when set, adjusts the host facts the enforcement tiers are
+	// chosen from (tests: an R615 host with the dmem controller and a fake
+	// NVML library).
+	Facts func(enforce.Facts) enforce.Facts
 	// UnsafeNoFsync writes the lease journal without fsync (measurements
 	// only: a crash can forget granted leases).
 	UnsafeNoFsync bool
@@ -50,6 +55,7 @@ type Daemon struct {
 	log      *slog.Logger
 	version  string
 	procRoot string
+	facts    func(enforce.Facts) enforce.Facts // Options.Facts
 
 	provider inventory.Provider
 	db       *store.DB
@@ -79,7 +85,7 @@ func New(opts Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, log: log, version: opts.Version, procRoot: "/proc", listener: opts.Listener, started: time.Now()}
+	d := &Daemon{cfg: cfg, log: log, version: opts.Version, procRoot: "/proc", listener: opts.Listener, started: time.Now(), facts: opts.Facts}
 	if err := d.open(opts.Provider); err != nil {
 		d.close()
 		return nil, err

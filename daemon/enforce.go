@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/wsched/wsched/enforce"
+	"github.com/wsched/wsched/enforce/nvmllimits"
 	"github.com/wsched/wsched/enforce/preload"
 	"github.com/wsched/wsched/internal/cgroup"
+	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
 )
 
@@ -21,6 +24,11 @@ type enforcement struct {
 	tiers   *enforce.Enforcer
 	cgroups *cgroup.Manager     // nil: no writable hierarchy
 	mps     *enforce.MPSControl // [enforcement] mps = "manage": the one started
+	// limits sets the driver's limits on the holders' cgroups where a GPU's
+	// tier is nvml-limits (nil: none is).
+	limits *enforce.Limits
+	nvml   *nvmllimits.Lib
+	stop   context.CancelFunc // ends limits' goroutines
 }
 
 // newEnforcement reads the driver version and each GPU's MIG mode once,
@@ -47,13 +55,22 @@ func (d *Daemon) newEnforcement() enforcement {
 			lookup = e.mps.LookupEnv(lookup)
 		}
 	}
-	facts := enforce.Probe(d.procRoot, snap.Driver, lookup, preload.Dirs())
+	facts := enforce.Probe(d.procRoot, snap.Driver, lookup, preload.Dirs(), nvmllimits.DefaultLibrary)
 	facts.MPSOff = cfg.MPS == "off"
+	if d.facts != nil {
+		facts = d.facts(facts)
+	}
 	e.tiers = enforce.NewEnforcer(cfg.Mode, facts, gpus, cfg.Borrow.Int64(), d.cfg.Daemon.Socket)
 	for _, g := range snap.GPUs {
 		c := e.tiers.For(g.UUID)
 		d.log.Info("enforcement", "gpu", g.Index, "uuid", g.UUID, "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason)
 	}
+	if len(snap.GPUs) == 0 {
+		c := e.tiers.For("")
+		d.log.Info("enforcement: no GPU at start; a GPU found later gets this tier", "mode", cfg.Mode, "tier", c.Tier, "why", c.Reason,
+			"preload_library", facts.PreloadLib)
+	}
+	d.startLimits(&e, facts.NVMLLib)
 	if e.cgroups, err = cgroup.Open(d.procRoot, fmt.Sprintf("wsched-holders-%d", os.Getpid())); err != nil {
 		d.log.Info("backends run without cgroups of their own: children that setsid can outlive an instance", "err", err)
 	} else {
@@ -63,6 +80,76 @@ func (d *Daemon) newEnforcement() enforcement {
 		d.log.Debug("backends get cgroups of their own", "dir", e.cgroups.Dir(), "hierarchy", e.cgroups.Hierarchy().Version, "swept", swept)
 	}
 	return e
+}
+
+// startLimits opens the NVML library's memory-limits call when a GPU's tier
+// is nvml-limits, and follows lease resizes on the engine.
+func (d *Daemon) startLimits(e *enforcement, nvmlLib string) {
+	limited := false
+	for _, c := range e.tiers.Choices() {
+		limited = limited || c.Tier == enforce.NVMLLimits
+	}
+	if !limited {
+		return
+	}
+	lib, err := nvmllimits.Open(nvmlLib)
+	if err != nil {
+		d.log.Warn("enforcement: nvml-limits chosen but the NVML library did not open: limits are not set", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.nvml, e.stop = lib, cancel
+	e.limits = enforce.NewLimits(lib, d.cfg.Enforcement.Borrow.Int64(), d.log)
+	events := make(chan placement.Event)
+	go e.limits.Run(ctx, events)
+	go func() { // the engine answers once it runs (Daemon.Run)
+		sub, unsub, err := d.eng.Subscribe(ctx, placement.EventResized, placement.EventReleased, placement.EventExpired)
+		if err != nil {
+			return
+		}
+		defer unsub()
+		for ev := range sub {
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// attachLimits sets the driver's limits for lease l on a holder's cgroup
+// dir when l's GPU has the nvml-limits tier; the function it returns
+// clears them (cgroup.Group.OnRemove).
+func (e enforcement) attachLimits(l placement.Lease, dir string) func() {
+	if e.limits == nil || e.tiers.For(l.GPU).Tier != enforce.NVMLLimits {
+		return nil
+	}
+	return e.limits.Attach(l, dir)
+}
+
+// runGroup matches the cgroups `wsched run` makes for its child: a systemd
+// scope, or a child group under the run's own.
+var runGroup = regexp.MustCompile(`/wsched-run-[0-9]+(-[0-9]+\.scope|/child)$`)
+
+// limitRunPID is what POST /v1/leases/{id}/pids calls (nil without the
+// nvml-limits tier): a process of a lease on an nvml-limits GPU that is in
+// a `wsched run` cgroup gets the lease's limits on that cgroup; they follow
+// resizes and are cleared when the lease ends (if the cgroup is still there:
+// removing it clears them too). Other cgroups are left alone — they may hold
+// other processes than the lease's.
+func (e enforcement) limitRunPID(procRoot string) func(placement.Lease, int) {
+	if e.limits == nil {
+		return nil
+	}
+	return func(l placement.Lease, pid int) {
+		if e.tiers.For(l.GPU).Tier != enforce.NVMLLimits {
+			return
+		}
+		if g, err := cgroup.Of(procRoot, pid); err == nil && runGroup.MatchString(g.Dir()) {
+			e.limits.Attach(l, g.Dir())
+		}
+	}
 }
 
 // startMPS starts the MPS control daemon wsched manages, with its pipes in
@@ -91,5 +178,9 @@ func (e enforcement) close(log *slog.Logger) {
 	}
 	if e.cgroups != nil {
 		_ = e.cgroups.Close()
+	}
+	if e.stop != nil {
+		e.stop()
+		_ = e.nvml.Close()
 	}
 }

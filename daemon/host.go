@@ -24,6 +24,7 @@ func (d *Daemon) newHost() *host.Host {
 	return host.New(host.Options{
 		Config: d.cfg.Backends, Leases: d.eng, Holder: self, LeaseTTL: d.cfg.Leases.DefaultTTL.D(), Log: d.log,
 		Sampler: d.upkeep, Cgroups: d.enforce.cgroups, Enforce: d.enforce.tiers.Env,
+		Limits: d.enforce.attachLimits,
 	})
 }
 

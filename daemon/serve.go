@@ -63,7 +63,8 @@ func (d *Daemon) api() *httpapi.Server {
 	return httpapi.New(httpapi.Options{
 		Config: d.cfg, Engine: d.eng, Jobs: d.jobs, Backends: d.host, Estimator: runner.NewSizer(d.est, d.eng), Learned: d.db,
 		Watcher: d.watch, Log: d.log, ProcRoot: d.procRoot, Enforcer: d.enforce.tiers,
-		Info: httpapi.Info{Version: d.version, Started: d.started, Socket: d.socket, SocketActivated: d.activated},
+		OnPID: d.enforce.limitRunPID(d.procRoot),
+		Info:  httpapi.Info{Version: d.version, Started: d.started, Socket: d.socket, SocketActivated: d.activated},
 	})
 }
 

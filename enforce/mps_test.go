@@ -37,7 +37,7 @@ func TestManagedMPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Probe("/proc", "550.1", m.LookupEnv(func(string) (string, bool) { return "", false }), nil)
+	f := Probe("/proc", "550.1", m.LookupEnv(func(string) (string, bool) { return "", false }), nil, "")
 	if f.MPSPipe != m.PipeDir {
 		t.Fatalf("probe found pipe %q, want %q", f.MPSPipe, m.PipeDir)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wsched/wsched/enforce/nvmllimits"
 	"github.com/wsched/wsched/enforce/preload"
 	"github.com/wsched/wsched/internal/cgroup"
 )
@@ -16,9 +17,13 @@ const DefaultMPSPipe = "/tmp/nvidia-mps"
 
 // Probe reads the host's facts: driver is the NVIDIA driver version the
 // inventory read, lookupEnv the daemon's environment, libDirs where the
-// preload library may be (preload.Dirs()).
-func Probe(procRoot, driver string, lookupEnv func(string) (string, bool), libDirs []string) Facts {
-	f := Facts{Driver: driver, Dmem: hasDmem(procRoot)}
+// preload library may be (preload.Dirs()), nvmlLib the NVML library
+// (nvmllimits.DefaultLibrary; "" skips it). The NVML library is loaded
+// only where the driver (R615+) and the kernel (dmem) could enforce limits,
+// to see whether it exports the memory-limits call.
+func Probe(procRoot, driver string, lookupEnv func(string) (string, bool), libDirs []string, nvmlLib string) Facts {
+	f := Facts{Driver: driver, Dmem: hasDmem(procRoot), NVMLLib: nvmlLib, Root: os.Geteuid() == 0}
+	f.LimitsCall = nvmlLib != "" && f.Dmem && DriverMajor(driver) >= MinLimitsDriver && nvmllimits.Has(nvmlLib)
 	pipe := DefaultMPSPipe
 	if v, ok := lookupEnv("CUDA_MPS_PIPE_DIRECTORY"); ok && v != "" {
 		pipe = v

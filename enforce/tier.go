@@ -50,10 +50,14 @@ type Facts struct {
 	// Dmem: the kernel has the dmem cgroup controller (Linux ≥ 6.14,
 	// listed in the v2 root's cgroup.controllers).
 	Dmem bool
-	// LimitsCall: this build can set the driver's memory limits. The NVML
-	// call is not implemented yet (go-nvml lacks it), so Probe leaves it
-	// false and nvml-limits is never taken on a real host.
+	// LimitsCall: the NVML library exports the memory-limits call
+	// (nvmlDeviceSetMemoryLimits_v1; package nvmllimits calls it through
+	// dlsym, go-nvml v0.13 has no binding).
 	LimitsCall bool
+	// NVMLLib is the NVML library probed for it (and opened to set them).
+	NVMLLib string
+	// Root: the daemon runs as root, which setting the limits needs.
+	Root bool
 	// MIG: the GPU is in MIG mode (the driver's limits do not apply).
 	MIG bool
 	// MPSPipe is the pipe directory of a running MPS control daemon; "" none.
@@ -93,7 +97,9 @@ func allows(t Tier, f Facts) (bool, string) {
 		case f.MIG:
 			return false, "the GPU is in MIG mode"
 		case !f.LimitsCall:
-			return false, "this build cannot set NVML memory limits yet"
+			return false, "the NVML library does not export nvmlDeviceSetMemoryLimits_v1"
+		case !f.Root:
+			return false, "setting NVML memory limits needs root, and the daemon does not run as root"
 		}
 		return true, fmt.Sprintf("driver %s and the dmem cgroup controller enforce per-cgroup limits", f.Driver)
 	case MPS:

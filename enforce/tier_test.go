@@ -10,7 +10,7 @@ import (
 
 // Tier choice from simulated driver versions and kernel features.
 func TestChoose(t *testing.T) {
-	all := Facts{Driver: "615.43.02", Dmem: true, LimitsCall: true, MPSPipe: "/run/mps", PreloadLib: "/usr/lib/wsched/libwsched_cuda_cap.so"}
+	all := Facts{Driver: "615.43.02", Dmem: true, LimitsCall: true, Root: true, MPSPipe: "/run/mps", PreloadLib: "/usr/lib/wsched/libwsched_cuda_cap.so"}
 	with := func(mod func(*Facts)) Facts { f := all; mod(&f); return f }
 	tests := []struct {
 		name, mode string
@@ -22,7 +22,8 @@ func TestChoose(t *testing.T) {
 		{"R610 driver", "auto", with(func(f *Facts) { f.Driver = "610.1" }), MPS, `not nvml-limits: driver "610.1" is older than R615`},
 		{"no dmem (kernel < 6.14)", "auto", with(func(f *Facts) { f.Dmem = false }), MPS, "no dmem cgroup controller"},
 		{"MIG", "auto", with(func(f *Facts) { f.MIG = true }), MPS, "MIG mode"},
-		{"no limits call in this build", "auto", with(func(f *Facts) { f.LimitsCall = false }), MPS, "cannot set NVML memory limits"},
+		{"no limits call in this build", "auto", with(func(f *Facts) { f.LimitsCall = false }), MPS, "does not export nvmlDeviceSetMemoryLimits_v1"},
+		{"daemon not root", "auto", with(func(f *Facts) { f.Root = false }), MPS, "needs root"},
 		{"old driver, no MPS", "auto", with(func(f *Facts) { f.Driver, f.MPSPipe = "550.54.15", "" }), Preload, "not mps: no MPS control daemon"},
 		{"unknown driver, nothing", "auto", Facts{}, Detect, "the allocation cap library is not installed"},
 		{"mode preload over a stronger host", "preload", all, Preload, "caps the CUDA driver"},
@@ -62,7 +63,7 @@ func TestMPSEnv(t *testing.T) {
 // Each GPU gets its own tier (MIG drops nvml-limits on that GPU only), and
 // a holder's environment follows its GPU's tier.
 func TestEnforcerPerGPU(t *testing.T) {
-	host := Facts{Driver: "615.1", Dmem: true, LimitsCall: true, PreloadLib: "/lib/cap.so"}
+	host := Facts{Driver: "615.1", Dmem: true, LimitsCall: true, Root: true, PreloadLib: "/lib/cap.so"}
 	e := NewEnforcer("auto", host, map[string]bool{"GPU-a": false, "GPU-m": true}, 1<<30, "/run/w.sock")
 	if e.For("GPU-a").Tier != NVMLLimits || e.For("GPU-m").Tier != Preload || e.For("GPU-new").Tier != NVMLLimits {
 		t.Errorf("choices: a %+v, m %+v, new %+v", e.For("GPU-a"), e.For("GPU-m"), e.For("GPU-new"))
@@ -93,7 +94,7 @@ func TestProbe(t *testing.T) {
 		}
 		return "", false
 	}
-	if f := Probe("/proc", "615.1", env, []string{dir}); f.MPSPipe != "" || f.PreloadLib != "" || f.Driver != "615.1" {
+	if f := Probe("/proc", "615.1", env, []string{dir}, ""); f.MPSPipe != "" || f.PreloadLib != "" || f.Driver != "615.1" {
 		t.Errorf("empty dir: %+v", f)
 	}
 	if err := mkfifo(dir + "/control"); err != nil {
@@ -102,7 +103,7 @@ func TestProbe(t *testing.T) {
 	if err := touch(dir + "/libwsched_cuda_cap.so"); err != nil {
 		t.Fatal(err)
 	}
-	if f := Probe("/proc", "", env, []string{dir}); f.MPSPipe != dir || f.PreloadLib != dir+"/libwsched_cuda_cap.so" {
+	if f := Probe("/proc", "", env, []string{dir}, ""); f.MPSPipe != dir || f.PreloadLib != dir+"/libwsched_cuda_cap.so" {
 		t.Errorf("with a pipe and the library: %+v", f)
 	}
 }

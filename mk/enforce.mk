@@ -9,9 +9,13 @@
 #                       by side
 .PHONY: preload preload-test preload-bench
 CC             ?= cc
-PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c enforce/preload/c/report.c
+PRELOAD_SRC    := enforce/preload/c/wsched_cuda_cap.c enforce/preload/c/arrays.c enforce/preload/c/report.c
 PRELOAD_LIB    := $(BIN)/libwsched_cuda_cap.so
 PRELOAD_CFLAGS ?= -std=gnu11 -O2 -Wall -Wextra -fPIC -fvisibility=hidden
+# The packaged copy (make deb, /usr/lib/wsched/libwsched_cuda_cap.so): stripped and hardened as
+# Debian's dpkg-buildflags would, so that lintian stays quiet.
+PRELOAD_DEB_FLAGS := -Werror -shared -s -Wl,-soname,libwsched_cuda_cap.so -D_FORTIFY_SOURCE=2 \
+	-fstack-protector-strong -Wl,-z,relro -Wl,-z,now
 
 preload: $(PRELOAD_LIB)
 

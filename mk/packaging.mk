@@ -52,6 +52,7 @@ deb: whisper-deps
 	rm -f $(DIST)/*.deb
 	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched ./cmd/wsched
 	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched-backend-exec ./cmd/wsched-backend-exec
+	$(CC) $(PRELOAD_CFLAGS) $(PRELOAD_DEB_FLAGS) -o $(DEB_BUILD)/libwsched_cuda_cap.so $(PRELOAD_SRC) -ldl -lpthread
 	$(GO) mod download $(SHERPA_MODULE)
 	$(GO) build $(DEB_GOFLAGS) -o $(DEB_BUILD)/wsched-backend-sherpa ./cmd/wsched-backend-sherpa
 	$(GO) -C $(PACKAGING_DIR) build -trimpath -o $(CURDIR)/$(DEB_BUILD)/mkdeb ./cmd/mkdeb
@@ -59,6 +60,7 @@ deb: whisper-deps
 	$(GO) build $(DEB_GOFLAGS) -tags $(WHISPER_GO_TAGS) -o $(DEB_BUILD)/wsched-backend-whisper ./cmd/wsched-backend-whisper && \
 	$(DEB_BUILD)/mkdeb -dir $(PACKAGING_DIR) -out $(DIST) -version '$(DEB_DESCRIBE)' -date '$(DEB_DATE)' \
 		-arch $(DEB_ARCH) -maintainer '$(DEB_MAINTAINER)' -wsched $(DEB_BUILD)/wsched -config wsched.toml \
+		-preload $(DEB_BUILD)/libwsched_cuda_cap.so \
 		-backend-whisper $(DEB_BUILD)/wsched-backend-whisper -whisper-libs "$$WHISPER_PACKAGE_LIBS" \
 		-backend-sherpa $(DEB_BUILD)/wsched-backend-sherpa -sherpa-libs $(SHERPA_LIB_DIR) \
 		-backend-exec $(DEB_BUILD)/wsched-backend-exec

@@ -4,7 +4,8 @@
 #                       built dist/*.deb with the README's install lines and checks socket activation,
 #                       socket discovery, a transcription through each packaged backend, the sandbox
 #                       and its `systemd-analyze security` exposure, the watchdog, a lease across a
-#                       restart, stop and purge (packaging/test/systemd-test.sh; part of `make test`).
+#                       restart, stop and purge, the enforcement tier the daemon picks and why, and
+#                       `wsched run` in a systemd scope (packaging/test/systemd-test.sh; part of `make test`).
 #
 # Needs root, systemd-container and debootstrap (make deps). The Debian root is made once with
 # debootstrap and cached as a tarball in $(PACKAGING_CACHE) (outside the clone); each run unpacks a

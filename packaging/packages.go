@@ -19,6 +19,9 @@ const (
 	ConfigFile  = "/etc/wsched/wsched.toml"
 	// PrometheusDir holds the alerting rules and the Grafana dashboard (packaging/prometheus).
 	PrometheusDir = "/usr/share/wsched/prometheus"
+	// PreloadLib is the `preload` enforcement tier's allocation cap (enforce/preload/c, issue 27),
+	// where the daemon looks for it (enforce/preload.Dirs) and puts it in its holders' LD_PRELOAD.
+	PreloadLib = "/usr/lib/wsched/libwsched_cuda_cap.so"
 )
 
 // Homepage is the project's address, written into the control files.
@@ -64,10 +67,11 @@ type Scripts struct {
 }
 
 // Wsched is the daemon's package: the binary, the units, the sysusers/tmpfiles snippets, the
-// configuration file and the (empty) plugin directory that backend packages fill.
-func Wsched(in Inputs, binary, config string) Package {
+// configuration file, the (empty) plugin directory that backend packages fill and, when preload is
+// not "", the allocation-cap library built by `make preload` (at PreloadLib).
+func Wsched(in Inputs, binary, config, preload string) Package {
 	d := func(parts ...string) string { return filepath.Join(append([]string{in.Dir}, parts...)...) }
-	return Package{
+	p := Package{
 		Name:     "wsched",
 		Synopsis: "GPU memory placement daemon for speech-to-text services",
 		Description: "wsched leases GPU memory to the processes that run speech-to-text models " +
@@ -92,6 +96,12 @@ func Wsched(in Inputs, binary, config string) Package {
 			PostRm:   d("scripts", "wsched.postrm"),
 		},
 	}
+	if preload != "" {
+		// A private library (not in the loader's path, no soname users): shipped as built — make
+		// deb links it stripped and hardened — and its libc dependency counts.
+		p.Files = append(p.Files, File{Src: preload, Dst: PreloadLib, Mode: 0o644, Library: true})
+	}
+	return p
 }
 
 // lintianOverrides is the package's lintian overrides file (packaging/lintian/NAME): the tags its

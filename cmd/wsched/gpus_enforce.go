@@ -5,6 +5,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/enforce"
+	"github.com/wsched/wsched/enforce/nvmllimits"
 	"github.com/wsched/wsched/enforce/preload"
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement/inventory"
@@ -14,7 +15,7 @@ import (
 // ([enforcement] mode, this host's facts), for `wsched gpus` without a
 // daemon.
 func localEnforcement(cfg *config.Config, snap inventory.Snapshot) func(inventory.GPU) enforce.Choice {
-	facts := enforce.Probe("/proc", snap.Driver, os.LookupEnv, preload.Dirs())
+	facts := enforce.Probe("/proc", snap.Driver, os.LookupEnv, preload.Dirs(), nvmllimits.DefaultLibrary)
 	return func(g inventory.GPU) enforce.Choice {
 		f := facts
 		f.MIG = g.MIG == inventory.MIGEnabled

@@ -84,7 +84,8 @@ func (a *app) runUnderLease(ctx context.Context, f leaseFlags, fallback string, 
 	err = a.runChild(args, withOwnPreload(l.Env, a.getenv("LD_PRELOAD")), func(pid int) {
 		// A child that exited before the daemon looked at it (`wsched run
 		// -- true`) raced the registration: nothing to warn about.
-		if err := k.AddPID(bg, pid); err != nil && !exited(pid) {
+		// Nor did a process of its cgroup that is gone already.
+		if err := k.AddPID(bg, pid); err != nil && !exited(pid) && syscall.Kill(pid, 0) == nil {
 			fmt.Fprintf(a.err, "wsched: register pid %d with lease %s: %v\n", pid, l.ID, err)
 		}
 	})
@@ -115,13 +116,16 @@ func (a *app) runChild(args []string, env map[string]string, started func(pid in
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals(a.in)...)
 	defer signal.Stop(sigs)
-	cg, endCgroup := childCgroup() // ending the run kills what the child left (issue 27)
+	cg, endCgroup, err := startInOwnCgroup(child) // ending the run kills what the child left (issue 27)
 	defer endCgroup()
-	if err := cg.Start(child); err != nil {
+	if err != nil {
 		fmt.Fprintf(a.err, "wsched: run: %v\n", err)
 		return exitError{code: 127}
 	}
 	started(child.Process.Pid)
+	stopFollow := make(chan struct{})
+	defer close(stopFollow)
+	go followGroup(cg, child.Process.Pid, started, stopFollow)
 	done := make(chan error, 1)
 	go func() { done <- child.Wait() }()
 	for {

@@ -321,6 +321,9 @@ func (s *Server) addLeasePID(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			err = s.watch.Watch(body.PID)
 		}
+		if err == nil && s.onPID != nil {
+			s.onPID(l, body.PID)
+		}
 		return l, err
 	})
 }

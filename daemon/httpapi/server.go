@@ -113,6 +113,10 @@ type Options struct {
 	// Enforcer, when set, is each GPU's enforcement tier: shown on
 	// /v1/gpus and /v1/status, its variables added to a granted lease's env.
 	Enforcer Enforcer
+	// OnPID, when set, is told of each process added to a lease (POST
+	// /v1/leases/{id}/pids): the nvml-limits tier sets the driver's limits
+	// on a `wsched run` child's cgroup.
+	OnPID func(l placement.Lease, pid int)
 }
 
 // Server serves the API.
@@ -132,6 +136,7 @@ type Server struct {
 	spool    spoolBook // spool bytes reserved for uploads in progress
 	keys     keyed     // idempotency keys of lease requests under way
 	enforcer Enforcer
+	onPID    func(placement.Lease, int)
 }
 
 // New returns the API over opts' components.
@@ -139,6 +144,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		cfg: opts.Config, eng: opts.Engine, jobs: opts.Jobs, backends: opts.Backends, est: opts.Estimator, learned: opts.Learned,
 		watch: opts.Watcher, info: opts.Info, log: opts.Log, procRoot: opts.ProcRoot, enforcer: opts.Enforcer,
+		onPID: opts.OnPID,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -29,7 +29,7 @@ func buildKit(t testing.TB) kit {
 	dir := t.TempDir()
 	k := kit{dir: dir, lib: filepath.Join(dir, preload.LibName), alloc: filepath.Join(dir, "alloc"), next: filepath.Join(dir, "next.so")}
 	steps := [][]string{
-		{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-shared", "-o", k.lib, "c/wsched_cuda_cap.c", "c/report.c", "-ldl", "-lpthread"},
+		{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-shared", "-o", k.lib, "c/wsched_cuda_cap.c", "c/arrays.c", "c/report.c", "-ldl", "-lpthread"},
 		{"-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcuda.so.1", "-o", filepath.Join(dir, "libcuda.so.1"), "testdata/fakecuda.c", "-lpthread"},
 		{"-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-o", k.next, "testdata/next.c", "-ldl"},
 		{"-O2", "-Wall", "-Werror", "-o", k.alloc, "testdata/alloc.c", filepath.Join(dir, "libcuda.so.1"), "-ldl", "-Wl,-rpath," + dir},

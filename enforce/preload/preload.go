@@ -1,7 +1,7 @@
 // Package preload is the Go side of the `preload` enforcement tier: where
 // the allocation-cap library is installed and the environment that puts it
 // in front of the CUDA driver for a lease's holder. The library itself is C
-// (c/wsched_cuda_cap.c and c/report.c under this package, built by `make preload`): it caps the
+// (c/wsched_cuda_cap.c, c/arrays.c and c/report.c under this package, built by `make preload`): it caps the
 // driver's allocation entry points at WSCHED_CUDA_LIMIT_BYTES, answers
 // CUDA_ERROR_OUT_OF_MEMORY past it, and reports refusals to the daemon
 // (POST /v1/leases/{id}/usage). See docs/enforcement.md.

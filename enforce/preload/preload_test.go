@@ -37,7 +37,8 @@ func TestCapRefusesPastLimit(t *testing.T) {
 func TestCapEveryEntryPoint(t *testing.T) {
 	k := buildKit(t)
 	entries := []string{"cuMemAlloc", "cuMemAlloc_v2", "cuMemAllocManaged", "cuMemAllocPitch", "cuMemAllocPitch_v2",
-		"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemCreate"}
+		"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemCreate",
+		"cuArrayCreate", "cuArrayCreate_v2", "cuArray3DCreate", "cuArray3DCreate_v2", "cuMipmappedArrayCreate"}
 	env := preload.Env(k.lib, "", 1500, 0, "")
 	for _, e := range entries {
 		got := k.run(t, env, "entry="+e, "1024", "1024", "-1", "1024")

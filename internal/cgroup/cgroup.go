@@ -51,12 +51,16 @@ func (h Hierarchy) Dir() string { return filepath.Join(h.Mount, h.Own) }
 // Hierarchies lists the hierarchies Open can use, best first: v2 (its
 // cgroup.kill ends a cgroup in one write), then v1 pids, then v1 freezer.
 // procRoot is where /proc is mounted.
-func Hierarchies(procRoot string) ([]Hierarchy, error) {
+func Hierarchies(procRoot string) ([]Hierarchy, error) { return hierarchiesOf(procRoot, "self") }
+
+// hierarchiesOf is Hierarchies with Own the cgroups of process who ("self"
+// or a PID).
+func hierarchiesOf(procRoot, who string) ([]Hierarchy, error) {
 	mounts, err := readMounts(filepath.Join(procRoot, "self/mountinfo"))
 	if err != nil {
 		return nil, err
 	}
-	own, err := readOwn(filepath.Join(procRoot, "self/cgroup"))
+	own, err := readOwn(filepath.Join(procRoot, who, "cgroup"))
 	if err != nil {
 		return nil, err
 	}

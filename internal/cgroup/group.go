@@ -80,6 +80,20 @@ func (m *Manager) New(name string) (*Group, error) {
 	return &Group{dir: dir, v2: m.h.Version == V2, home: m.h.Dir()}, nil
 }
 
+// Of is the group process pid is in, in the best hierarchy of Hierarchies
+// (a systemd scope made for it, say): Kill, PIDs and Remove act on it. A
+// group on cgroup v1 has no home (Start is not for it).
+func Of(procRoot string, pid int) (*Group, error) {
+	hs, err := hierarchiesOf(procRoot, strconv.Itoa(pid))
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) == 0 {
+		return nil, fmt.Errorf("cgroup: process %d: %w", pid, ErrUnavailable)
+	}
+	return &Group{dir: hs[0].Dir(), v2: hs[0].Version == V2}, nil
+}
+
 // Group is one holder's cgroup. A nil *Group does nothing: callers without
 // cgroups need no checks.
 type Group struct {
@@ -87,6 +101,16 @@ type Group struct {
 	v2   bool
 	home string   // the creating process's own cgroup (v1: Start's thread returns there)
 	fd   *os.File // open for Prepare's CLONE_INTO_CGROUP (v2)
+	// onRemove run first in Remove, last added first (the nvml-limits
+	// tier clears the driver's limits before the cgroup goes).
+	onRemove []func()
+}
+
+// OnRemove has Remove call f before it kills and removes the group.
+func (g *Group) OnRemove(f func()) {
+	if g != nil && f != nil {
+		g.onRemove = append(g.onRemove, f)
+	}
 }
 
 // Dir is the group's directory ("" for nil).
@@ -227,6 +251,10 @@ func (g *Group) Remove(ctx context.Context) error {
 	if g == nil {
 		return nil
 	}
+	for i := len(g.onRemove) - 1; i >= 0; i-- {
+		g.onRemove[i]()
+	}
+	g.onRemove = nil
 	if g.fd != nil {
 		_ = g.fd.Close()
 		g.fd = nil

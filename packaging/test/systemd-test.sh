@@ -331,6 +331,24 @@ check "exec: the app answered on loopback (its transcript names the bytes it got
 check "three warm backends in the unit's cgroup" inside sh -c 'systemctl status wsched --no-pager -l -n 0 | tee -a /dev/stderr | grep -c "/usr/lib/wsched/plugins/wsched-backend-\(whisper\|sherpa\|exec\)" | grep -qx 3'
 check "each backend in a cgroup of its own under the unit (Delegate=yes)" inside sh -c 'n=$(systemd-cgls --no-pager -u wsched.service | grep -c "backend-l-"); [ "$n" -ge 3 ] && ! journalctl -u wsched -b --no-pager -o cat | grep -q "without a cgroup of its own"'
 
+# --- enforcement (issue 27) ------------------------------------------------------------------------------------
+# No GPU here: the packaged daemon finds the allocation cap where the package put it, takes `preload` for the
+# simulated GPUs and says why not the stronger tiers; its backends get the cap in LD_PRELOAD.
+check "enforcement: the packaged daemon finds /usr/lib/wsched/libwsched_cuda_cap.so, logs tier=preload and why" inside sh -c \
+	'journalctl -u wsched -b --no-pager -o cat | grep "enforcement" | tee -a /dev/stderr | grep "tier=preload why=\"/usr/lib/wsched/libwsched_cuda_cap.so caps" | grep -q "not nvml-limits: .*; not mps: no MPS control daemon runs"'
+say "  the daemon's choice: $(inside sh -c 'journalctl -u wsched -b --no-pager -o cat | grep -m1 "msg=enforcement gpu=0"' | sed 's/^.*msg=enforcement //')"
+check "enforcement: a warm backend has the cap in LD_PRELOAD" inside sh -c \
+	'for p in $(pgrep -f "[w]sched-backend-"); do tr "\0" "\n" <"/proc/$p/environ"; done | grep -qx "LD_PRELOAD=/usr/lib/wsched/libwsched_cuda_cap.so"'
+# wsched run under systemd as PID 1: its child in a transient scope (Delegate=yes); a child that setsid's
+# and would outlive the run ends with it, and so does the scope.
+inside rm -f /tmp/run-cg /tmp/run-delegate /tmp/run-pid
+check "wsched run -- sh -c 'setsid sleep 1000 &' ends" inside timeout 60 wsched run --memory 1GiB -- sh -c \
+	'cat /proc/self/cgroup >/tmp/run-cg; systemctl show -p Delegate --value "$(basename "$(cut -d: -f3 /proc/self/cgroup)")" >/tmp/run-delegate; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >/tmp/run-pid'
+check "wsched run: the child ran in a scope wsched-run-PID-PID.scope with Delegate=yes" inside sh -c \
+	'cat /tmp/run-cg /tmp/run-delegate; grep -q "/wsched-run-[0-9]*-[0-9]*\.scope$" /tmp/run-cg && grep -qx yes /tmp/run-delegate'
+check "wsched run: the setsid child is gone, and so is the scope" inside sh -c \
+	'p=$(cat /tmp/run-pid); [ -n "$p" ] || exit 1; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; ! kill -0 "$p" 2>/dev/null && [ -z "$(systemctl list-units --all --no-legend "wsched-run-*")" ]'
+
 # --- leases across restarts -----------------------------------------------------------------------------------
 inside runuser -u alice -- sh -c 'eval "$(wsched lease --memory 2GiB --ttl 5m)"; exec sleep 25' >"$LOGS/alice-lease.log" 2>&1 &
 for _ in $(seq 1 50); do as_user alice 'wsched leases' 2>/dev/null | grep -q granted && break; sleep 0.2; done

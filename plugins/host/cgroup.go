@@ -20,6 +20,9 @@ func (h *Host) cgroupFor(w *worker) *cgroup.Group {
 		w.log.Warn("backend runs without a cgroup of its own", "err", err)
 		return nil
 	}
+	if h.opts.Limits != nil {
+		g.OnRemove(h.opts.Limits(w.lease, g.Dir()))
+	}
 	return g
 }
 

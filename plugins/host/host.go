@@ -57,6 +57,11 @@ type Options struct {
 	// the backend's environment (enforce.Enforcer.Env: LD_PRELOAD of the
 	// allocation cap, or the MPS limit).
 	Enforce func(placement.Lease) map[string]string
+	// Limits, when set, is given each backend's cgroup directory before the
+	// backend starts: it sets the driver's memory limits for the lease there
+	// (the nvml-limits tier) and returns what clears them, which runs
+	// before the cgroup is removed (nil: nothing to clear).
+	Limits func(l placement.Lease, cgroupDir string) (clear func())
 }
 
 // Sampler reads the GPUs now and hands the reading to the engine

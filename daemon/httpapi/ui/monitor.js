@@ -72,6 +72,14 @@
     line("used", "#2f6fb3", false);
   }
 
+  // enforcement: how the GPU's leases are held to their size (issue 27),
+  // the tier and, in smaller print, why the daemon chose it at start.
+  function enforcement(e) {
+    if (!e) return "";
+    return el("div", { class: "enforcement", "data-tier": e.tier, title: e.reason || "" },
+      el("b", {}, "enforcement " + e.tier), e.reason ? el("span", { class: "reason" }, " · " + e.reason) : "");
+  }
+
   function renderGPU(g) {
     const t = terms(g), a = g.accounting;
     const bar = el("div", { class: "bar", title: "total " + fmtBytes(a.total_bytes) });
@@ -94,6 +102,7 @@
         (g.held_bytes ? ` · held ${fmtBytes(g.held_bytes)}` : "") +
         (g.utilization_pct != null ? ` · ${g.utilization_pct}% util` : "") + (g.temperature_c != null ? ` · ${g.temperature_c}°C` : "")),
       a.placeable ? "" : el("div", { class: "bad" }, a.reason || "not placeable"),
+      enforcement(g.enforcement),
       canvas, list);
     return [card, canvas];
   }
@@ -179,7 +188,8 @@
       const i = gpus.gpus.findIndex((x) => x.uuid === n.uuid);
       if (i < 0) continue;
       const g = gpus.gpus[i];
-      gpus.gpus[i] = whole ? Object.assign({}, n, { leases: g.leases }) : Object.assign(g, n);
+      // A reading carries neither the leases nor the tier (chosen at start).
+      gpus.gpus[i] = whole ? Object.assign({}, n, { leases: g.leases, enforcement: g.enforcement }) : Object.assign(g, n);
     }
   }
 

@@ -34,16 +34,12 @@
 
 #include "cap.h"
 
-typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned int CUdeviceptr_v1;
 typedef unsigned long long CUmemHandle;
 typedef void *CUstream;
 typedef void *CUmemoryPool;
 typedef unsigned long long cuuint64_t;
-
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
 
 /* ---- the real driver ------------------------------------------------ */
 
@@ -65,7 +61,7 @@ static void *real_dlsym(void *h, const char *name) {
 
 /* real looks name up in the driver: the next object after this one, else
  * libcuda.so.1 (which the runtime dlopens after start). */
-static void *real(const char *name) {
+void *real(const char *name) {
 	void *p = real_dlsym(RTLD_NEXT, name);
 	if (p)
 		return p;
@@ -75,17 +71,6 @@ static void *real(const char *name) {
 	return h ? real_dlsym(h, name) : NULL;
 }
 
-#define REAL(name)                                                \
-	typedef __typeof__(&name) name##_fn;                      \
-	static _Atomic(name##_fn) real_##name;                    \
-	name##_fn r_##name = atomic_load(&real_##name);           \
-	if (!r_##name) {                                          \
-		r_##name = (name##_fn)real(#name);                \
-		atomic_store(&real_##name, r_##name);             \
-	}                                                         \
-	if (!r_##name)                                            \
-		return 999 /* CUDA_ERROR_UNKNOWN */;
-
 /* ---- accounting ------------------------------------------------------ */
 
 #define BUCKETS 4096
@@ -94,8 +79,9 @@ struct entry {
 	size_t bytes;
 	struct entry *next;
 };
-/* Two key spaces: device pointers, and cuMemCreate's handles. */
-static struct entry *table[2][BUCKETS];
+/* Three key spaces: device pointers, cuMemCreate's handles, and arrays
+ * (CUarray, CUmipmappedArray). */
+static struct entry *table[3][BUCKETS];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t used, peak, refused_total;
 static long long limit = -1, lease = -1;
@@ -122,7 +108,7 @@ static unsigned bucket(unsigned long long k) { return (unsigned)((k >> 8) ^ (k >
 
 /* reserve takes n bytes when they fit under the limit; else it counts a
  * refusal, reports it and answers 0. */
-static int reserve(size_t n) {
+int reserve(size_t n) {
 	pthread_once(&once, init);
 	pthread_mutex_lock(&mu);
 	int ok = limit < 0 || used + n <= (size_t)limit;
@@ -164,7 +150,7 @@ static void remember(int space, unsigned long long key, size_t n) {
 
 /* forget gives a freed allocation's bytes back; dropping from past the lease
  * to within it is reported (the borrowing ended). */
-static void forget(int space, unsigned long long key) {
+void forget(int space, unsigned long long key) {
 	pthread_mutex_lock(&mu);
 	for (struct entry **p = &table[space][bucket(key)]; *p; p = &(*p)->next) {
 		if ((*p)->key == key) {
@@ -185,7 +171,7 @@ static void forget(int space, unsigned long long key) {
 
 /* after an allocation call: keep the bytes and remember the pointer, or
  * give them back when the driver refused. */
-static CUresult settle(CUresult rc, int space, unsigned long long key, size_t n) {
+CUresult settle(CUresult rc, int space, unsigned long long key, size_t n) {
 	if (rc == CUDA_SUCCESS)
 		remember(space, key, n);
 	else
@@ -213,8 +199,6 @@ static void fork_child(void) { pthread_mutex_unlock(&mu); }
 __attribute__((constructor)) static void setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* ---- the wrapped entry points ----------------------------------------- */
-
-#define EXPORT __attribute__((visibility("default")))
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
 	REAL(cuMemAlloc_v2)
@@ -389,6 +373,13 @@ static const struct wrapped wrappers[] = {
     {"cuMemFreeAsync", (void *)cuMemFreeAsync},
     {"cuMemRelease", (void *)cuMemRelease},
     {"cuMemGetInfo_v2", (void *)cuMemGetInfo_v2},
+    {"cuArrayCreate", (void *)cuArrayCreate},
+    {"cuArrayCreate_v2", (void *)cuArrayCreate_v2},
+    {"cuArray3DCreate", (void *)cuArray3DCreate},
+    {"cuArray3DCreate_v2", (void *)cuArray3DCreate_v2},
+    {"cuMipmappedArrayCreate", (void *)cuMipmappedArrayCreate},
+    {"cuArrayDestroy", (void *)cuArrayDestroy},
+    {"cuMipmappedArrayDestroy", (void *)cuMipmappedArrayDestroy},
     {"cuGetProcAddress", NULL}, /* filled below: defined after this table */
     {"cuGetProcAddress_v2", NULL},
     {NULL, NULL},

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <time.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,28 @@ static CUresult by_entry(CUdeviceptr *p, size_t n) {
 		rc = ((CUresult(*)(CUdeviceptr *, size_t, void *))f)(p, n, NULL);
 	} else if (!strncmp(entry, "cuMemAllocFromPoolAsync", 23)) {
 		rc = ((CUresult(*)(CUdeviceptr *, size_t, void *, void *))f)(p, n, NULL, NULL);
+	} else if (!strncmp(entry, "cuArrayCreate", 13)) {
+		/* n one-byte elements in one row (CU_AD_FORMAT_UNSIGNED_INT8, 1 channel) */
+		if (!strcmp(entry, "cuArrayCreate")) {
+			struct { unsigned w, h; int f; unsigned c; } d = {(unsigned)n, 1, 1, 1};
+			rc = ((CUresult(*)(void **, const void *))f)((void **)p, &d);
+		} else {
+			struct { size_t w, h; int f; unsigned c; } d = {n, 1, 1, 1};
+			rc = ((CUresult(*)(void **, const void *))f)((void **)p, &d);
+		}
+	} else if (!strncmp(entry, "cuArray3DCreate", 15)) {
+		/* n/4 × 2 × 2 one-byte elements (n a multiple of 4) */
+		if (!strcmp(entry, "cuArray3DCreate")) {
+			struct { unsigned w, h, d; int f; unsigned c, fl; } d = {(unsigned)n / 4, 2, 2, 1, 1, 0};
+			rc = ((CUresult(*)(void **, const void *))f)((void **)p, &d);
+		} else {
+			struct { size_t w, h, d; int f; unsigned c, fl; } d = {n / 4, 2, 2, 1, 1, 0};
+			rc = ((CUresult(*)(void **, const void *))f)((void **)p, &d);
+		}
+	} else if (!strcmp(entry, "cuMipmappedArrayCreate")) {
+		/* one level: n one-byte elements */
+		struct { size_t w, h, d; int f; unsigned c, fl; } d = {n, 0, 0, 1, 1, 0};
+		rc = ((CUresult(*)(void **, const void *, unsigned))f)((void **)p, &d, 1);
 	} else if (!strcmp(entry, "cuMemCreate")) {
 		rc = ((CUresult(*)(unsigned long long *, size_t, const void *, unsigned long long))f)(p, n, NULL, 0);
 	} else {
@@ -65,6 +88,8 @@ static CUresult by_entry_free(CUdeviceptr p) {
 	const char *name = "cuMemFree_v2";
 	if (!strcmp(entry, "cuMemCreate"))
 		name = "cuMemRelease";
+	else if (strstr(entry, "Array"))
+		name = !strcmp(entry, "cuMipmappedArrayCreate") ? "cuMipmappedArrayDestroy" : "cuArrayDestroy";
 	else if (strstr(entry, "Async"))
 		name = strstr(entry, "_ptsz") ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync";
 	else if (!strcmp(entry, "cuMemAlloc") || !strcmp(entry, "cuMemAllocPitch"))
@@ -72,6 +97,8 @@ static CUresult by_entry_free(CUdeviceptr p) {
 	void *f = dlsym(RTLD_DEFAULT, name);
 	if (!f)
 		return 999;
+	if (strstr(name, "Destroy"))
+		return ((CUresult(*)(void *))f)((void *)(uintptr_t)p);
 	if (strstr(name, "Async"))
 		return ((CUresult(*)(CUdeviceptr, void *))f)(p, NULL);
 	if (!strcmp(name, "cuMemFree"))

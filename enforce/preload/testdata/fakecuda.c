@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,8 @@ unsigned long long fakecuda_used(void) {
 
 CUresult cuInit(unsigned int flags) { (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return OK; }
+CUresult cuCtxCreate_v2(void **ctx, unsigned int flags, int dev) { (void)flags, (void)dev; *ctx = (void *)1; return OK; }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return take(p, n); }
 CUresult cuMemAlloc(CUdeviceptr_v1 *p, unsigned int n) {
 	unsigned long long a;
@@ -109,6 +112,27 @@ CUresult cuMemFree_v2(CUdeviceptr p) { return give(p); }
 CUresult cuMemFree(CUdeviceptr_v1 p) { return give(p); }
 CUresult cuMemFreeAsync(CUdeviceptr p, void *s) { (void)s; return give(p); }
 CUresult cuMemRelease(unsigned long long h) { return give(h); }
+/* Arrays: their bytes as the cap counts them (w × h × d × element × channels;
+ * the formats the tests use are 8-bit), handed out as addresses too. */
+typedef struct { size_t w, h; int f; unsigned c; } desc2;
+typedef struct { unsigned w, h; int f; unsigned c; } desc2v1;
+typedef struct { size_t w, h, d; int f; unsigned c, flags; } desc3;
+typedef struct { unsigned w, h, d; int f; unsigned c, flags; } desc3v1;
+static size_t ext(size_t x) { return x ? x : 1; }
+static size_t elem(int f) { return (f == 1 || f == 8) ? 1 : (f == 2 || f == 9 || f == 16) ? 2 : 4; }
+CUresult cuArrayCreate_v2(void **a, const desc2 *d) { return take((unsigned long long *)a, d->w * ext(d->h) * elem(d->f) * ext(d->c)); }
+CUresult cuArrayCreate(void **a, const desc2v1 *d) { return take((unsigned long long *)a, (size_t)d->w * ext(d->h) * elem(d->f) * ext(d->c)); }
+CUresult cuArray3DCreate_v2(void **a, const desc3 *d) { return take((unsigned long long *)a, d->w * ext(d->h) * ext(d->d) * elem(d->f) * ext(d->c)); }
+CUresult cuArray3DCreate(void **a, const desc3v1 *d) { return take((unsigned long long *)a, (size_t)d->w * ext(d->h) * ext(d->d) * elem(d->f) * ext(d->c)); }
+CUresult cuMipmappedArrayCreate(void **a, const desc3 *d, unsigned levels) {
+	size_t n = 0;
+	for (unsigned l = 0; l < ext(levels); l++)
+		n += ext(d->w >> l) * (d->h ? ext(d->h >> l) : 1) * (d->d ? ext(d->d >> l) : 1) * elem(d->f) * ext(d->c);
+	return take((unsigned long long *)a, n);
+}
+CUresult cuArrayDestroy(void *a) { return give((unsigned long long)(uintptr_t)a); }
+CUresult cuMipmappedArrayDestroy(void *a) { return give((unsigned long long)(uintptr_t)a); }
+
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total_) {
 	*total_ = total();
 	*free_ = *total_ - fakecuda_used();
@@ -137,6 +161,13 @@ static const struct {
     {"cuMemCreate", 0, (void *)cuMemCreate},
     {"cuMemFreeAsync", 0, (void *)cuMemFreeAsync},
     {"cuMemRelease", 0, (void *)cuMemRelease},
+    {"cuArrayCreate", 3020, (void *)cuArrayCreate_v2},
+    {"cuArrayCreate", 0, (void *)cuArrayCreate},
+    {"cuArray3DCreate", 3020, (void *)cuArray3DCreate_v2},
+    {"cuArray3DCreate", 0, (void *)cuArray3DCreate},
+    {"cuMipmappedArrayCreate", 0, (void *)cuMipmappedArrayCreate},
+    {"cuArrayDestroy", 0, (void *)cuArrayDestroy},
+    {"cuMipmappedArrayDestroy", 0, (void *)cuMipmappedArrayDestroy},
     {"cuInit", 0, (void *)cuInit},
     {"cuDriverGetVersion", 0, (void *)cuDriverGetVersion},
     {NULL, 0, NULL},

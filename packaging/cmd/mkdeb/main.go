@@ -37,7 +37,7 @@ type options struct {
 	maintainer, date         string
 	dir, out, shlibs         string
 	wsched, config, whisper  string
-	whisperLibs              string
+	whisperLibs, preload     string
 	sherpa, sherpaLibs, exec string
 }
 
@@ -53,6 +53,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "dist", "directory the .deb files are written to")
 	fs.StringVar(&o.shlibs, "shlibs", packaging.DefaultShlibsDir, "directory of dpkg's *.shlibs files, for library dependencies")
 	fs.StringVar(&o.wsched, "wsched", "", "built wsched binary (required)")
+	fs.StringVar(&o.preload, "preload", "", "built libwsched_cuda_cap.so (make preload), installed as "+packaging.PreloadLib+"; empty: not shipped")
 	fs.StringVar(&o.config, "config", "wsched.toml", "configuration file installed as "+packaging.ConfigFile)
 	fs.StringVar(&o.whisper, "backend-whisper", "", "built wsched-backend-whisper binary; empty: no whisper backend package")
 	fs.StringVar(&o.whisperLibs, "whisper-libs", "", "directory of the whisper.cpp/ggml libraries the whisper backend links, shipped in "+packaging.PrivateLibDir+"/whisper; empty: Debian's libwhisper1")
@@ -122,7 +123,7 @@ func packages(o options, in packaging.Inputs) ([]packaging.Package, error) {
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("write packaged configuration: %w", err)
 	}
-	pkgs := []packaging.Package{packaging.Wsched(in, o.wsched, cfgPath)}
+	pkgs := []packaging.Package{packaging.Wsched(in, o.wsched, cfgPath, o.preload)}
 	if o.whisper != "" {
 		p, err := packaging.BackendWhisper(in, o.whisper, o.whisperLibs)
 		if err != nil {
@@ -145,7 +146,7 @@ func packages(o options, in packaging.Inputs) ([]packaging.Package, error) {
 
 // inputs checks the files named on the command line and derives the shared package inputs.
 func inputs(o options) (packaging.Inputs, error) {
-	for _, f := range []string{o.wsched, o.config, o.whisper, o.whisperLibs, o.sherpa, o.sherpaLibs, o.exec} {
+	for _, f := range []string{o.wsched, o.preload, o.config, o.whisper, o.whisperLibs, o.sherpa, o.sherpaLibs, o.exec} {
 		if f == "" {
 			continue
 		}

@@ -1,0 +1,120 @@
+/*
+ * arrays.c — the `preload` tier's cap on CUDA arrays (textures, surfaces):
+ * cuArrayCreate(_v2), cuArray3DCreate(_v2), cuMipmappedArrayCreate and the
+ * destroys, counted in key space 2 of the accounting (wsched_cuda_cap.c).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "cap.h"
+
+/* The array descriptors (cuda.h): _v2 with size_t extents, v1 with 32-bit. */
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+	size_t Width, Height;
+	int Format;
+	unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+	unsigned int Width, Height;
+	int Format;
+	unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+	size_t Width, Height, Depth;
+	int Format;
+	unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+	unsigned int Width, Height, Depth;
+	int Format;
+	unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+/* element_bytes is one channel's size for a CUarray_format: 8-, 16- and
+ * 32-bit integers, half and float; the rest (packed video and
+ * block-compressed formats) are counted as 4 bytes, which overcounts them. */
+static size_t element_bytes(int format) {
+	switch (format) {
+	case 0x01: case 0x08: /* UNSIGNED_INT8, SIGNED_INT8 */
+		return 1;
+	case 0x02: case 0x09: case 0x10: /* UNSIGNED_INT16, SIGNED_INT16, HALF */
+		return 2;
+	}
+	return 4;
+}
+
+/* array_bytes is what an array of w × h × d elements takes (a height or
+ * depth of 0 is a 1D or 2D array), before the driver's alignment padding. */
+static size_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels) {
+	return w * (h ? h : 1) * (d ? d : 1) * element_bytes(format) * (channels ? channels : 1);
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc) {
+	REAL(cuArrayCreate_v2)
+	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuArrayCreate_v2(arr, desc);
+	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+}
+
+EXPORT CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
+	REAL(cuArrayCreate)
+	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuArrayCreate(arr, desc);
+	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
+	REAL(cuArray3DCreate_v2)
+	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuArray3DCreate_v2(arr, desc);
+	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+}
+
+EXPORT CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
+	REAL(cuArray3DCreate)
+	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuArray3DCreate(arr, desc);
+	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+}
+
+/* A mipmapped array holds every level: each halves the extents (at least 1)
+ * of the one before. */
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
+	REAL(cuMipmappedArrayCreate)
+	size_t n = 0;
+	for (unsigned l = 0; desc && l < (levels ? levels : 1) && l < 64; l++) {
+		size_t w = desc->Width >> l, h = desc->Height >> l, d = desc->Depth >> l;
+		n += array_bytes(w ? w : 1, desc->Height ? (h ? h : 1) : 0, desc->Depth ? (d ? d : 1) : 0, desc->Format, desc->NumChannels);
+	}
+	if (!reserve(n))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = r_cuMipmappedArrayCreate(arr, desc, levels);
+	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray arr) {
+	REAL(cuArrayDestroy)
+	CUresult rc = r_cuArrayDestroy(arr);
+	if (rc == CUDA_SUCCESS)
+		forget(2, (unsigned long long)(uintptr_t)arr);
+	return rc;
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr) {
+	REAL(cuMipmappedArrayDestroy)
+	CUresult rc = r_cuMipmappedArrayDestroy(arr);
+	if (rc == CUDA_SUCCESS)
+		forget(2, (unsigned long long)(uintptr_t)arr);
+	return rc;
+}
