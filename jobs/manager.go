@@ -77,6 +77,10 @@ type Config struct {
 	// GPUModel names the GPU of a UUID for learning real-time factors
 	// (NVML's name); nil: the UUID stands for its model.
 	GPUModel func(uuid string) string
+	// ChunkOver is [jobs] chunk_over: audio longer than this runs as
+	// chunks cut by Splitter (chunks.go); 0 or a nil Splitter: never.
+	ChunkOver time.Duration
+	Splitter  Splitter
 }
 
 // Manager owns the jobs. One goroutine (Run) holds all mutable state; the
@@ -101,6 +105,11 @@ type entry struct {
 	subs      map[int]chan Event
 	outcome   string // of the attempt that just ended, for the next event
 	gpuModel  string // of the running attempt's GPU (RTF learning)
+	// split is a long job's chunks (chunks.go); parent and index are set
+	// on a chunk's own entry, which is queued but not in the table.
+	split  *split
+	parent *entry
+	index  int
 }
 
 // ownerCount is what one owner (uid) has in the table.

@@ -98,6 +98,10 @@ func (s *mstate) expectedStarts() map[string]time.Time {
 	now := s.now()
 	slots := &timeHeap{}
 	for _, e := range s.jobs {
+		if e.split != nil {
+			s.chunkSlots(e, slots, now)
+			continue
+		}
 		if e.running && !e.job.State.Finished() {
 			started := e.job.Created
 			if t, ok := e.job.Timings[e.job.State]; ok {

@@ -101,9 +101,17 @@ func (s *mstate) dispatch() {
 		e := s.pending[0]
 		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
 		s.pending = s.pending[1:]
+		s.active++
+		if e.parent != nil { // a chunk of a long job (chunks.go)
+			s.startChunk(e)
+			continue
+		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		e.cancel, e.running = cancel, true
-		s.active++
+		if s.chunkable(e) {
+			go s.m.split(ctx, e.job.clone())
+			continue
+		}
 		go s.m.work(ctx, e.job.clone())
 	}
 }
@@ -117,6 +125,9 @@ func (s *mstate) cancel(id string) (Job, error) {
 		return e.job.clone(), fmt.Errorf("%w: %s is %s", ErrFinished, id, e.job.State)
 	}
 	e.cancelled = true
+	if e.split != nil {
+		return s.cancelSplit(e), nil
+	}
 	if !e.running {
 		s.pending = slices.DeleteFunc(s.pending, func(x *entry) bool { return x == e })
 		e.job.Error, e.job.ErrorKind = "cancelled before it started", "cancelled"
@@ -174,6 +185,9 @@ func (s *mstate) recover() error {
 	}
 	for _, j := range stored {
 		e := &entry{job: j, subs: map[int]chan Event{}}
+		if !j.State.Finished() {
+			e.job.Chunks = nil // chunks are cut again when it runs
+		}
 		if e.job.Timings == nil {
 			e.job.Timings = map[State]Timing{}
 		}
