@@ -59,6 +59,7 @@ type Daemon struct {
 	upkeep   *upkeep.Upkeep
 	host     *host.Host
 	jobs     *jobs.Manager
+	split    *splitter // cuts long jobs ([jobs] chunk_over)
 	enforce  enforcement
 
 	conns      *connlimit.Counter // open connections, per uid (serve)
@@ -112,6 +113,8 @@ func New(opts Options) (*Daemon, error) {
 		TokenLimits: jobs.OwnerLimits{Active: cfg.Limits.TokenActiveJobs, Stored: cfg.Limits.TokenStoredJobs},
 	}, run, d.db, log)
 	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
+	d.split = &splitter{dir: chunksDir(cfg), vad: run.VADOn, log: log}
+	d.jobs.SetChunking(cfg.Jobs.ChunkOver.D(), d.split)
 	return d, nil
 }
 
@@ -180,6 +183,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg.run(d.watchdog)
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
 	stopHangup := d.start(bg.ctx, "SIGHUP handler", d.rediscoverOnHangup())
+	d.split.removeChunks()
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins

@@ -316,3 +316,9 @@ func (r *chunkReporter) Segment(seg transcript.Segment) {
 		s.emit(e, Event{Type: EventSegment, Segment: &seg})
 	})
 }
+
+// SetChunking sets [jobs] chunk_over and the splitter (Config.ChunkOver,
+// Config.Splitter); call it before Run.
+func (m *Manager) SetChunking(over time.Duration, sp Splitter) {
+	m.cfg.ChunkOver, m.cfg.Splitter = over, sp
+}

@@ -154,6 +154,10 @@ type Jobs struct {
 	// job behind shorter ones of its priority: past it, jobs go in arrival
 	// order (aging). 0 turns the reordering off (arrival order).
 	MaxReorderWait units.Duration `toml:"max_reorder_wait"`
+	// ChunkOver cuts audio longer than this into chunks that run as
+	// units of their own, on any GPU, and are stitched (jobs/chunks.go).
+	// 0: never.
+	ChunkOver units.Duration `toml:"chunk_over"`
 }
 
 // Models is the [models] section (formerly part of [backends]).
