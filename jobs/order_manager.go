@@ -56,6 +56,10 @@ func (s *mstate) admitted(id string, secs float64) Job {
 		e.job.ExpectedSeconds = secs * s.rtf().ModelRTF(e.job.Spec.Model, true)
 		s.persist(e)
 	}
+	// Watchers (top, the monitor page) see the queued job with its
+	// expected start; Subscribe replays the history instead.
+	s.dispatch()
+	s.tellWatchers(Event{Type: EventState, Time: s.now(), State: e.job.State, Job: e.job.clone()})
 	return e.job.clone()
 }
 
