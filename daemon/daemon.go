@@ -191,6 +191,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
 	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
+	stopTrace := d.start(bg.ctx, "trace recorder", api.RunTrace)
 	srv := d.serve(api, ln, tcp)
 	d.notifyReady()
 
@@ -204,6 +205,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	srv.shutdown()
 	stopMetrics()
 	stopEvents()
+	stopTrace()
 	stopJobs()
 	stopHangup()
 	stopHost() // backends stop and their leases are released while the engine runs
