@@ -115,6 +115,7 @@ func New(opts Options) (*Daemon, error) {
 	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
 	d.split = &splitter{dir: chunksDir(cfg), vad: run.VADOn, log: log}
 	d.jobs.SetChunking(cfg.Jobs.ChunkOver.D(), d.split)
+	d.jobs.SetShortReserve(cfg.Jobs.ShortReserve, cfg.Jobs.ShortAudio.D())
 	return d, nil
 }
 

@@ -85,6 +85,9 @@ func (m *Manager) split(ctx context.Context, job Job) {
 func (s *mstate) chunked(ctx context.Context, id string, files []ChunkFile) {
 	s.active--
 	e, ok := s.jobs[id]
+	if ok {
+		s.releaseLong(e) // the job itself holds no slot now; its chunks will
+	}
 	if !ok || e.job.State.Finished() || e.cancelled {
 		if ok {
 			e.running = false
@@ -147,6 +150,7 @@ func (s *mstate) chunkDone(parent string, index int, res transcript.Transcript, 
 	}
 	sp, c := e.split, e.split.units[index]
 	c.running, c.cancel = false, nil
+	s.releaseLong(c)
 	sp.running--
 	e.job.Chunks.Running--
 	c.countAttempt()

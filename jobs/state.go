@@ -98,10 +98,14 @@ func (s *mstate) emit(e *entry, ev Event) {
 func (s *mstate) dispatch() {
 	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
 		s.sortPending()
-		e := s.pending[0]
-		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
-		s.pending = s.pending[1:]
+		k := s.nextDispatch()
+		if k < 0 {
+			break // only long jobs wait, and the slots left are kept for short ones
+		}
+		e := s.pending[k]
+		s.pending = slices.Delete(s.pending, k, k+1) // zeroes the tail: no finished job kept alive
 		s.active++
+		s.holdLong(e)
 		if e.parent != nil { // a chunk of a long job (chunks.go)
 			s.startChunk(e)
 			continue

@@ -43,7 +43,8 @@ of 5–15 min, Poisson arrivals at --load of the machine's capacity, --jobs jobs
 medium, large), its lease events summarised beside the table.
 
 Policies: fifo (arrival order, streams sharing an instance), wsched (shortest
-expected time first with aging, a short-job reserve, streams), process-per-job
+expected time first with aging, the short-job reserve of [jobs] short_reserve,
+streams), process-per-job
 (arrival order, one backend process per running job). Backends are modelled by
 the estimator's lease parts, NVML's per-process memory and the real-time factors
 measured on an H100 (docs/sim.md says which figures are measured and which are
@@ -61,7 +62,7 @@ assumed). The same --seed gives the same output.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the mixed workload and of the processing-time jitter")
 	fl.IntVar(&f.cfg.GPUs, "gpus", 8, "simulated H100s")
 	fl.IntVar(&f.cfg.StreamsPerGPU, "streams-per-gpu", 4, "streams a GPU runs at full speed at once (an assumption)")
-	fl.IntVar(&f.cfg.ShortReserve, "short-reserve", 0, "streams (machine-wide) wsched keeps for short jobs (0: an eighth of all; -1: none)")
+	fl.IntVar(&f.cfg.ShortReserve, "short-reserve", 0, "streams (machine-wide) wsched keeps for short jobs, as [jobs] short_reserve keeps max_active slots (0: an eighth of all; -1: none)")
 	fl.DurationVar(&f.cfg.MaxReorderWait, "max-reorder-wait", 2*time.Minute, "[jobs] max_reorder_wait for wsched")
 	fl.DurationVar(&f.cfg.KeepAlive, "keep-alive", 5*time.Minute, "how long an idle instance stays loaded")
 	fl.Float64Var(&f.cfg.ShortSeconds, "short", 60, "audio seconds below which a job is short")

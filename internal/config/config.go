@@ -158,6 +158,12 @@ type Jobs struct {
 	// units of their own, on any GPU, and are stitched (jobs/chunks.go).
 	// 0: never.
 	ChunkOver units.Duration `toml:"chunk_over"`
+	// ShortReserve keeps this many of the MaxActive slots for short jobs
+	// (less audio than ShortAudio): long ones take the rest (jobs/reserve.go).
+	// 0: none; capped at max_active − 1.
+	ShortReserve int `toml:"short_reserve"`
+	// ShortAudio is the audio length below which a job is short.
+	ShortAudio units.Duration `toml:"short_audio"`
 }
 
 // Models is the [models] section (formerly part of [backends]).
