@@ -15,10 +15,11 @@ import "time"
 const DefaultShortAudio = time.Minute
 
 // SetShortReserve sets [jobs] short_reserve and short_audio
-// (Config.ShortReserve, Config.ShortAudio); call it before Run. reserve
-// is capped to leave long jobs at least one slot.
+// (Config.ShortReserve, Config.ShortAudio); call it before Run. The
+// reserve is at most an eighth of MaxActive (none below 8), so that a
+// small max_active is not taken from long jobs.
 func (m *Manager) SetShortReserve(reserve int, shortAudio time.Duration) {
-	m.cfg.ShortReserve = min(max(reserve, 0), m.cfg.MaxActive-1)
+	m.cfg.ShortReserve = min(max(reserve, 0), m.cfg.MaxActive/8)
 	m.cfg.ShortAudio = shortAudio
 	if m.cfg.ShortAudio <= 0 {
 		m.cfg.ShortAudio = DefaultShortAudio

@@ -160,7 +160,7 @@ type Jobs struct {
 	ChunkOver units.Duration `toml:"chunk_over"`
 	// ShortReserve keeps this many of the MaxActive slots for short jobs
 	// (less audio than ShortAudio): long ones take the rest (jobs/reserve.go).
-	// 0: none; capped at max_active − 1.
+	// 0: none; at most an eighth of max_active.
 	ShortReserve int `toml:"short_reserve"`
 	// ShortAudio is the audio length below which a job is short.
 	ShortAudio units.Duration `toml:"short_audio"`
