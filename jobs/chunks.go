@@ -91,6 +91,9 @@ func (s *mstate) chunked(ctx context.Context, id string, files []ChunkFile) {
 	if !ok || e.job.State.Finished() || e.cancelled {
 		if ok {
 			e.running = false
+			if e.cancel != nil {
+				e.cancel()
+			}
 			if !e.job.State.Finished() {
 				e.job.Error, e.job.ErrorKind = "cancelled before it started", "cancelled"
 				s.transition(e, Cancelled)

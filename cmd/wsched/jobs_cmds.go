@@ -368,6 +368,9 @@ func renderJobs(w io.Writer, js []api.Job) error {
 		if j.Error != "" {
 			notes = append(notes, j.Error)
 		}
+		if n := jobNote(j); n != "" { // expected start, chunks (as in top)
+			notes = append(notes, n)
+		}
 		t.add([]string{j.ID, string(j.State), j.Spec.Model, j.Spec.Priority, fmt.Sprintf("%.0f%%", j.Progress), gpu,
 			units.FormatBytes(j.MemoryBytes), fmt.Sprint(j.Attempts), time.Since(j.Created).Round(time.Second).String()}, notes...)
 	}
