@@ -159,3 +159,25 @@ func chunkLeases(t *testing.T, td *testDaemon, id string, granted bool) int {
 	}
 	return n
 }
+
+// TestLongJobYieldsToHigherPriority: a high-priority job submitted while a
+// low-priority long job's first chunks run completes before the long job's
+// last chunk: the chunks still queued wait behind it.
+func TestLongJobYieldsToHigherPriority(t *testing.T) {
+	t.Setenv(plugintest.Env(plugintest.SegmentDelay), "300ms")
+	td, audio := chunkDaemon(t)
+	long := td.submit(t, fmt.Sprintf(`{"audio_path": %q, "priority": "low"}`, audio))
+	td.waitJob(t, long.ID, func(jobs.Job) bool { return chunkLeases(t, td, long.ID, true) == 2 })
+	clip := filepath.Join(filepath.Dir(audio), "clip.wav")
+	writeTone(t, clip, 5)
+	_ = os.Chmod(clip, 0o644)
+	high := td.submit(t, fmt.Sprintf(`{"audio_path": %q, "priority": "high"}`, clip))
+	h := td.waitJob(t, high.ID, finished)
+	l := td.job(t, long.ID)
+	if h.State != jobs.Completed || l.State.Finished() || l.Chunks == nil || l.Chunks.Done >= 4 {
+		t.Errorf("when the high-priority job ended (%s) the long job was %s with chunks %+v: want it still running", h.State, l.State, l.Chunks)
+	}
+	if l = td.waitJob(t, long.ID, finished); l.State != jobs.Completed || len(l.Result.Segments) != 12 {
+		t.Errorf("long job %s, result %+v", l.State, l.Result)
+	}
+}
