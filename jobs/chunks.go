@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsched/wsched/jobs/chunk"
 	"github.com/wsched/wsched/jobs/transcript"
+	"github.com/wsched/wsched/placement"
 )
 
 // Long files across GPUs. A job whose audio is longer than [jobs]
@@ -328,4 +329,42 @@ func (r *chunkReporter) Segment(seg transcript.Segment) {
 // Config.Splitter); call it before Run.
 func (m *Manager) SetChunking(over time.Duration, sp Splitter) {
 	m.cfg.ChunkOver, m.cfg.Splitter = over, sp
+}
+
+// chunkGate says which queued chunks must not be dispatched now, so that a
+// long job yields at chunk boundaries even where the executor's waiters
+// are not served by priority (the plugin host hands an idle instance to
+// whichever waiter asks first): at most one chunk of a job waits for its
+// placement at a time, and none while a job of higher priority waits for
+// its own.
+func (s *mstate) chunkGate() func(e *entry) bool {
+	if !slices.ContainsFunc(s.pending, func(e *entry) bool { return e.parent != nil }) {
+		return func(*entry) bool { return false }
+	}
+	waitingParent := map[*entry]bool{}
+	var top placement.Priority
+	var any bool
+	waits := func(e *entry, p placement.Priority) {
+		if !any || p > top {
+			top, any = p, true
+		}
+		if e.parent != nil {
+			waitingParent[e.parent] = true
+		}
+	}
+	for _, e := range s.jobs {
+		switch {
+		case e.split != nil:
+			for _, c := range e.split.units {
+				if c.running && !c.granted {
+					waits(c, c.job.Spec.Priority)
+				}
+			}
+		case e.running && !e.granted && !e.job.State.Finished():
+			waits(e, e.job.Spec.Priority)
+		}
+	}
+	return func(e *entry) bool {
+		return e.parent != nil && (waitingParent[e.parent] || any && top > e.job.Spec.Priority)
+	}
 }

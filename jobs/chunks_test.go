@@ -307,3 +307,72 @@ func TestShortJobsAreNotCut(t *testing.T) {
 		t.Errorf("job %s (%v), chunks %+v, started %v", got.State, err, got.Chunks, exec.started())
 	}
 }
+
+// gateExec places the clip only when placeClip closes (it waits for
+// memory until then); chunks are placed at once and finish.
+type gateExec struct {
+	placeClip chan struct{}
+	mu        sync.Mutex
+	placed    []string
+}
+
+func (g *gateExec) Execute(ctx context.Context, j Job, r Reporter) (transcript.Transcript, error) {
+	if j.Spec.AudioPath == "/clip.wav" {
+		select {
+		case <-g.placeClip:
+		case <-ctx.Done():
+			return transcript.Transcript{}, ctx.Err()
+		}
+	}
+	g.mu.Lock()
+	g.placed = append(g.placed, j.Spec.AudioPath)
+	g.mu.Unlock()
+	r.Placed(Placement{GPUIndex: 0})
+	return oneSegment(j.Spec.AudioPath), nil
+}
+
+func (g *gateExec) order() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.placed...)
+}
+
+// TestChunksWaitForHigherPriorityPlacement: while a job of higher priority
+// waits for its placement, a long job's chunks are not dispatched (the
+// executor's waiters need not be served by priority), although slots are
+// free; once it is placed they run.
+func TestChunksWaitForHigherPriorityPlacement(t *testing.T) {
+	exec := &gateExec{placeClip: make(chan struct{})}
+	sp := &fakeSplitter{n: 3}
+	cfg := Config{MaxActive: 8, Splitter: sp, ChunkOver: time.Minute, Probe: func(_ context.Context, path string) (float64, error) {
+		if strings.Contains(path, "long") {
+			return 100, nil
+		}
+		return 5, nil
+	}}
+	r := &mrig{m: New(cfg, exec, &memJobs{jobs: map[string]Job{}}, nil), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { _ = r.m.Run(ctx); close(r.done) }()
+	t.Cleanup(r.stop)
+	wctx := waitCtx(t)
+	clip, _ := r.m.Submit(wctx, Spec{AudioPath: "/clip.wav", Model: "tiny", Priority: placement.High})
+	long, _ := r.m.Submit(wctx, Spec{AudioPath: "/long.wav", Model: "tiny", Priority: placement.Low})
+	waitFor(t, "the long job cut", func() bool {
+		g, _ := r.m.Get(wctx, long.ID)
+		return g.Chunks != nil
+	})
+	time.Sleep(50 * time.Millisecond) // room for a wrong dispatch to show
+	if got := exec.order(); len(got) != 0 {
+		t.Fatalf("placed %v while the high-priority clip waited for memory", got)
+	}
+	close(exec.placeClip)
+	for _, id := range []string{clip.ID, long.ID} {
+		if j, err := r.m.Wait(wctx, id); err != nil || j.State != Completed {
+			t.Fatalf("job %s: %s (%v)", id, j.State, err)
+		}
+	}
+	if got := exec.order(); len(got) != 4 || got[0] != "/clip.wav" {
+		t.Errorf("placement order %v: want the clip, then three chunks", got)
+	}
+}

@@ -37,8 +37,9 @@ func (s *mstate) isLong(e *entry) bool {
 // taken, then the first short one; -1 when none may go.
 func (s *mstate) nextDispatch() int {
 	longRoom := s.activeLong < s.m.cfg.MaxActive-s.m.cfg.ShortReserve
+	held := s.chunkGate()
 	for k, e := range s.pending {
-		if longRoom || !s.isLong(e) {
+		if (longRoom || !s.isLong(e)) && !held(e) {
 			return k
 		}
 	}
