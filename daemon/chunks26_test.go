@@ -18,12 +18,18 @@ import (
 	"github.com/wsched/wsched/plugins/plugintest"
 )
 
-// writeTone writes secs seconds of a 16 kHz mono 440 Hz tone as WAV.
-func writeTone(t *testing.T, path string, secs int) {
+// writeTone writes secs seconds of a 16 kHz mono 440 Hz tone as WAV,
+// silent in the pauses (from, to seconds).
+func writeTone(t *testing.T, path string, secs int, pauses ...[2]float64) {
 	t.Helper()
 	samples := make([]int16, 16000*secs)
 	for i := range samples {
 		samples[i] = int16(8000 * math.Sin(2*math.Pi*440*float64(i)/16000))
+		for _, p := range pauses {
+			if at := float64(i) / 16000; at >= p[0] && at < p[1] {
+				samples[i] = 0
+			}
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -36,8 +42,9 @@ func writeTone(t *testing.T, path string, secs int) {
 }
 
 // chunkDaemon serves two 24 GiB GPUs, the fake backend and "fake-tiny"
-// with 14 GiB leases (one instance per GPU), [jobs] chunk_over 1m.
-func chunkDaemon(t *testing.T) (*testDaemon, string) {
+// with 14 GiB leases (one instance per GPU), [jobs] chunk_over 1m; mods
+// adjust the config.
+func chunkDaemon(t *testing.T, mods ...func(*config.Config)) (*testDaemon, string) {
 	t.Helper()
 	plugins := fakeBackendDir(t)
 	dir := t.TempDir()
@@ -53,6 +60,9 @@ func chunkDaemon(t *testing.T) (*testDaemon, string) {
 		c.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(14 * GiB)}}
 		c.Models.Default = "fake-tiny"
 		c.Jobs.ChunkOver = units.Duration(time.Minute)
+		for _, mod := range mods {
+			mod(c)
+		}
 	})
 	return td, audio
 }
@@ -179,5 +189,25 @@ func TestLongJobYieldsToHigherPriority(t *testing.T) {
 	}
 	if l = td.waitJob(t, long.ID, finished); l.State != jobs.Completed || len(l.Result.Segments) != 12 {
 		t.Errorf("long job %s, result %+v", l.State, l.Result)
+	}
+}
+
+// TestLongJobCutAtPausesWithVAD: with VAD on for the job the windows end in
+// the file's pauses (before each 30 s mark), not at 30 s.
+func TestLongJobCutAtPausesWithVAD(t *testing.T) {
+	td, long := chunkDaemon(t, func(c *config.Config) { c.Models.Entries[0].VADModel = "/srv/models/ggml-silero-v5.1.2.bin" })
+	audio := filepath.Join(filepath.Dir(long), "paused.wav")
+	pauses := [][2]float64{{26, 26.5}, {50, 50.5}}
+	writeTone(t, audio, 80, pauses...)
+	_ = os.Chmod(audio, 0o644)
+	j := td.waitJob(t, td.submit(t, fmt.Sprintf(`{"audio_path": %q, "vad": true}`, audio)).ID, finished)
+	if j.State != jobs.Completed || j.Chunks == nil || j.Chunks.Total != 3 || len(j.Result.Segments) != 9 {
+		t.Fatalf("job %s (%s), chunks %+v", j.State, j.Error, j.Chunks)
+	}
+	for i, p := range pauses { // each window's first segment starts at its window's start
+		start := j.Result.Segments[3*(i+1)].Start.Seconds()
+		if start < p[0] || start > p[1] {
+			t.Errorf("window %d starts at %.2f s, want in the pause %v", i+1, start, p)
+		}
 	}
 }
