@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -41,7 +42,10 @@ func (s *Server) RunTrace(ctx context.Context) error {
 	for ctx.Err() == nil {
 		evs, stop, err := s.eng.Subscribe(ctx, traceRecorded...)
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("trace: subscribe to placement events: %w", err)
 		}
 		kept, dropped = s.record(ctx, evs, kept, dropped)
 		stop()
