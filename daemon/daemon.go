@@ -65,6 +65,7 @@ type Daemon struct {
 	upkeep   *upkeep.Upkeep
 	host     *host.Host
 	jobs     *jobs.Manager
+	split    *splitter // cuts long jobs ([jobs] chunk_over)
 	enforce  enforcement
 
 	conns      *connlimit.Counter // open connections, per uid (serve)
@@ -118,6 +119,9 @@ func New(opts Options) (*Daemon, error) {
 		TokenLimits: jobs.OwnerLimits{Active: cfg.Limits.TokenActiveJobs, Stored: cfg.Limits.TokenStoredJobs},
 	}, run, d.db, log)
 	d.jobs.SetOrder(cfg.Jobs.MaxReorderWait.D(), d.gpuModel)
+	d.split = &splitter{dir: chunksDir(cfg), vad: run.VADOn, log: log}
+	d.jobs.SetChunking(cfg.Jobs.ChunkOver.D(), d.split)
+	d.jobs.SetShortReserve(cfg.Jobs.ShortReserve, cfg.Jobs.ShortAudio.D())
 	return d, nil
 }
 
@@ -186,6 +190,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg.run(d.watchdog)
 	stopHost := d.start(bg.ctx, "plugin host", d.host.Run)
 	stopHangup := d.start(bg.ctx, "SIGHUP handler", d.rediscoverOnHangup())
+	d.split.removeChunks()
 	stopJobs := d.start(bg.ctx, "job manager", d.jobs.Run)
 	api := d.api()
 	if err := api.RemoveOrphanUploads(ctx); err != nil { // before any upload begins
@@ -193,6 +198,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	stopMetrics := d.start(bg.ctx, "metrics", api.RunMetrics)
 	stopEvents := d.start(bg.ctx, "event streams", api.RunEvents)
+	stopTrace := d.start(bg.ctx, "trace recorder", api.RunTrace)
 	srv := d.serve(api, ln, tcp)
 	d.notifyReady()
 
@@ -206,6 +212,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	srv.shutdown()
 	stopMetrics()
 	stopEvents()
+	stopTrace()
 	stopJobs()
 	stopHangup()
 	stopHost() // backends stop and their leases are released while the engine runs

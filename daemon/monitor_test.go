@@ -30,8 +30,9 @@ import (
 const screenshotEnv = "WSCHED_MONITOR_SCREENSHOT"
 
 // monitorDaemon serves testdata/sim-8x4090.toml's GPUs over the Unix socket
-// and a loopback TCP listener, with the fake backend and model fake-tiny.
-func monitorDaemon(t *testing.T) (*testDaemon, string) {
+// and a loopback TCP listener, with the fake backend and model fake-tiny;
+// mods adjust the config.
+func monitorDaemon(t *testing.T, mods ...func(*config.Config)) (*testDaemon, string) {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/sim-8x4090.toml")
 	if err != nil {
@@ -52,6 +53,9 @@ func monitorDaemon(t *testing.T) (*testDaemon, string) {
 	cfg.Models.Dir = filepath.Join(dir, "models")
 	cfg.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(2 * GiB)}}
 	cfg.Models.Default = "fake-tiny"
+	for _, mod := range mods {
+		mod(cfg)
+	}
 	return runDaemon(t, cfg), audio
 }
 

@@ -128,6 +128,10 @@ type Job struct {
 	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
 	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
 	ExpectedStart   time.Time `json:"expected_start,omitzero"`
+
+	// Chunks is set while and after a long job runs as chunks ([jobs]
+	// chunk_over, chunks.go).
+	Chunks *Chunks `json:"chunks,omitempty"`
 }
 
 // clone copies a job so callers can keep it.
@@ -138,6 +142,10 @@ func (j *Job) clone() Job {
 		c.Timings[k] = v
 	}
 	c.History = append([]StateChange(nil), j.History...)
+	if j.Chunks != nil {
+		ch := *j.Chunks
+		c.Chunks = &ch
+	}
 	if j.Result != nil {
 		r := *j.Result
 		r.Segments = append([]transcript.Segment(nil), j.Result.Segments...)

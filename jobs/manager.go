@@ -77,6 +77,15 @@ type Config struct {
 	// GPUModel names the GPU of a UUID for learning real-time factors
 	// (NVML's name); nil: the UUID stands for its model.
 	GPUModel func(uuid string) string
+	// ChunkOver is [jobs] chunk_over: audio longer than this runs as
+	// chunks cut by Splitter (chunks.go); 0 or a nil Splitter: never.
+	ChunkOver time.Duration
+	Splitter  Splitter
+	// ShortReserve is [jobs] short_reserve: of the MaxActive slots, this
+	// many are kept for short jobs (reserve.go); 0: none. ShortAudio is
+	// [jobs] short_audio: less audio is short (unknown durations are long).
+	ShortReserve int
+	ShortAudio   time.Duration
 }
 
 // Manager owns the jobs. One goroutine (Run) holds all mutable state; the
@@ -101,6 +110,12 @@ type entry struct {
 	subs      map[int]chan Event
 	outcome   string // of the attempt that just ended, for the next event
 	gpuModel  string // of the running attempt's GPU (RTF learning)
+	// split is a long job's chunks (chunks.go); parent and index are set
+	// on a chunk's own entry, which is queued but not in the table.
+	split  *split
+	parent *entry
+	index  int
+	long   bool // holds one of the slots long jobs may take (reserve.go)
 }
 
 // ownerCount is what one owner (uid) has in the table.
@@ -112,7 +127,9 @@ type mstate struct {
 	jobs    map[string]*entry
 	pending []*entry
 	active  int
-	nextSub int
+	// activeLong counts the active jobs that are long (reserve.go).
+	activeLong int
+	nextSub    int
 	// watchers get every job's events (Watch).
 	watchers map[int]chan Event
 	// owners counts each owner's jobs (OwnerLimits), kept by add, drop
@@ -132,6 +149,7 @@ func New(cfg Config, exec Executor, store Store, log *slog.Logger) *Manager {
 	cfg.OOMGrowth = cmp.Or(cfg.OOMGrowth, 1.5)
 	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, time.Hour)
 	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, 24*time.Hour)
+	cfg.ShortAudio = cmp.Or(cfg.ShortAudio, DefaultShortAudio)
 	m := &Manager{cfg: cfg, exec: exec, store: store, log: log, now: time.Now, loop: owner.New[*mstate](ErrStopped)}
 	m.st = &mstate{m: m, jobs: map[string]*entry{}, owners: map[int]*ownerCount{}}
 	return m

@@ -56,6 +56,10 @@ func (s *mstate) admitted(id string, secs float64) Job {
 		e.job.ExpectedSeconds = secs * s.rtf().ModelRTF(e.job.Spec.Model, true)
 		s.persist(e)
 	}
+	// Watchers (top, the monitor page) see the queued job with its
+	// expected start; Subscribe replays the history instead.
+	s.dispatch()
+	s.tellWatchers(Event{Type: EventState, Time: s.now(), State: e.job.State, Job: e.job.clone()})
 	return e.job.clone()
 }
 
@@ -98,6 +102,10 @@ func (s *mstate) expectedStarts() map[string]time.Time {
 	now := s.now()
 	slots := &timeHeap{}
 	for _, e := range s.jobs {
+		if e.split != nil {
+			s.chunkSlots(e, slots, now)
+			continue
+		}
 		if e.running && !e.job.State.Finished() {
 			started := e.job.Created
 			if t, ok := e.job.Timings[e.job.State]; ok {

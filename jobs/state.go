@@ -98,12 +98,24 @@ func (s *mstate) emit(e *entry, ev Event) {
 func (s *mstate) dispatch() {
 	for s.active < s.m.cfg.MaxActive && len(s.pending) > 0 {
 		s.sortPending()
-		e := s.pending[0]
-		s.pending[0] = nil // the backing array must not keep a finished job (and its result) alive
-		s.pending = s.pending[1:]
+		k := s.nextDispatch()
+		if k < 0 {
+			break // only long jobs wait, and the slots left are kept for short ones
+		}
+		e := s.pending[k]
+		s.pending = slices.Delete(s.pending, k, k+1) // zeroes the tail: no finished job kept alive
+		s.active++
+		s.holdLong(e)
+		if e.parent != nil { // a chunk of a long job (chunks.go)
+			s.startChunk(e)
+			continue
+		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		e.cancel, e.running = cancel, true
-		s.active++
+		if s.chunkable(e) {
+			go s.m.split(ctx, e.job.clone())
+			continue
+		}
 		go s.m.work(ctx, e.job.clone())
 	}
 }
@@ -117,6 +129,9 @@ func (s *mstate) cancel(id string) (Job, error) {
 		return e.job.clone(), fmt.Errorf("%w: %s is %s", ErrFinished, id, e.job.State)
 	}
 	e.cancelled = true
+	if e.split != nil {
+		return s.cancelSplit(e), nil
+	}
 	if !e.running {
 		s.pending = slices.DeleteFunc(s.pending, func(x *entry) bool { return x == e })
 		e.job.Error, e.job.ErrorKind = "cancelled before it started", "cancelled"
@@ -174,6 +189,9 @@ func (s *mstate) recover() error {
 	}
 	for _, j := range stored {
 		e := &entry{job: j, subs: map[int]chan Event{}}
+		if !j.State.Finished() {
+			e.job.Chunks = nil // chunks are cut again when it runs
+		}
 		if e.job.Timings == nil {
 			e.job.Timings = map[State]Timing{}
 		}

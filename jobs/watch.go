@@ -48,6 +48,9 @@ func (s *mstate) tellWatchers(ev Event) {
 	if r := ev.Job.Result; r != nil { // the duration and language; not the text
 		ev.Job.Result = &transcript.Transcript{Task: r.Task, Language: r.Language, Duration: r.Duration}
 	}
+	if ev.Job.State == Pending { // a queued job: when it is expected to start (top, the monitor page)
+		ev.Job.ExpectedStart = s.expectedStarts()[ev.Job.ID]
+	}
 	for id, ch := range s.watchers {
 		select {
 		case ch <- ev:

@@ -20,6 +20,7 @@ func (m *Manager) work(ctx context.Context, job Job) {
 			s.active--
 			if e, ok := s.jobs[job.ID]; ok {
 				e.running, e.cancel = false, nil
+				s.releaseLong(e)
 			}
 		})
 	}()

@@ -4,6 +4,7 @@
 # flags, e.g. SIMFLAGS="--seed 2 --json").
 FUZZ_TARGETS += ./jobs:FuzzWAVDuration
 FUZZ_TARGETS += ./sim:FuzzReadWorkload
+FUZZ_TARGETS += ./sim:FuzzReadTrace
 SIMFLAGS ?=
 
 .PHONY: sim

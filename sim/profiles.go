@@ -61,6 +61,9 @@ var nvmlH100 = map[string]int64{
 // the page cache, plus the CUDA context).
 var loadSeconds = map[string]float64{"tiny": 0.5, "base": 0.6, "small": 0.9, "medium": 1.5, "large": 2.5}
 
+// familyModel is the estimator's model that stands for a family.
+var familyModel = map[string]string{"tiny": "tiny", "base": "base", "small": "small", "medium": "medium", "large": "large-v3"}
+
 func family(model string) string {
 	for _, f := range []string{"tiny", "base", "small", "medium", "large"} {
 		if strings.Contains(model, f) {
@@ -80,6 +83,9 @@ func H100Profile(model string) (Profile, error) {
 		return Profile{}, fmt.Errorf("sim: no measured H100 figures for model %q (tiny, base, small, medium, large*)", model)
 	}
 	r, err := estimator.Estimate(estimator.Request{Model: model, BestOf: 5, GPUModel: H100})
+	if err != nil { // a daemon's own model name (a trace): its family's figures
+		r, err = estimator.Estimate(estimator.Request{Model: familyModel[f], BestOf: 5, GPUModel: H100})
+	}
 	if err != nil {
 		return Profile{}, fmt.Errorf("sim: estimate %s: %w", model, err)
 	}

@@ -30,8 +30,9 @@ const (
 	FIFO Policy = "fifo"
 	// WSched: length-aware order (shortest expected time first, aging
 	// bounded by MaxReorderWait), short jobs pass a long one that cannot
-	// start, ShortReserve streams per GPU kept for short jobs; streams
-	// share an instance.
+	// start, ShortReserve streams (machine-wide) kept for short jobs as the
+	// daemon's [jobs] short_reserve keeps max_active slots; streams share
+	// an instance.
 	WSched Policy = "wsched"
 	// ProcessPerJob: the mode before issue 26 — arrival order, one backend
 	// process per running job (an idle process is reused while kept alive).
@@ -61,10 +62,11 @@ type Config struct {
 	StreamsPerGPU int
 	// MaxReorderWait is [jobs] max_reorder_wait for WSched (2m).
 	MaxReorderWait time.Duration
-	// ShortReserve is how many of a GPU's streams WSched keeps for short
-	// jobs: a long job starts only where fewer than StreamsPerGPU −
-	// ShortReserve long streams run (default 1 when StreamsPerGPU > 1; a
-	// negative value: none).
+	// ShortReserve is how many streams (machine-wide) WSched keeps for
+	// short jobs, as [jobs] short_reserve keeps max_active slots: a long
+	// job starts only while fewer than GPUs × StreamsPerGPU − ShortReserve
+	// long streams run (default an eighth of all, as short_reserve 8 of
+	// max_active 64; a negative value: none).
 	ShortReserve int
 	// KeepAlive is how long an idle instance stays loaded (5m).
 	KeepAlive time.Duration

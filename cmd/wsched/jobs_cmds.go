@@ -324,7 +324,7 @@ func bar(pct float64, width int) string {
 }
 
 func newJobsCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, trace bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List transcription jobs",
@@ -333,6 +333,9 @@ func newJobsCmd(a *app) *cobra.Command {
 			c, _, err := a.client()
 			if err != nil {
 				return err
+			}
+			if trace {
+				return c.JobsTrace(cmd.Context(), a.out)
 			}
 			js, err := c.Jobs(cmd.Context())
 			if err != nil {
@@ -345,6 +348,7 @@ func newJobsCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's job objects")
+	cmd.Flags().BoolVar(&trace, "trace", false, "print the job history and the lease events as a trace for `wsched sim --trace` (GET /v1/jobs/trace, JSON Lines)")
 	return cmd
 }
 
@@ -363,6 +367,9 @@ func renderJobs(w io.Writer, js []api.Job) error {
 		var notes []string
 		if j.Error != "" {
 			notes = append(notes, j.Error)
+		}
+		if n := jobNote(j); n != "" { // expected start, chunks (as in top)
+			notes = append(notes, n)
 		}
 		t.add([]string{j.ID, string(j.State), j.Spec.Model, j.Spec.Priority, fmt.Sprintf("%.0f%%", j.Progress), gpu,
 			units.FormatBytes(j.MemoryBytes), fmt.Sprint(j.Attempts), time.Since(j.Created).Round(time.Second).String()}, notes...)

@@ -9,12 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/sim"
 )
 
 // simFlags are the options of `wsched sim`.
 type simFlags struct {
 	workload, policy, model string
+	trace                   string
 	jobs                    int
 	seed                    uint64
 	load                    float64
@@ -36,9 +38,13 @@ stranded memory, then wsched against fifo on issue 26's targets.
 of 5–15 min, Poisson arrivals at --load of the machine's capacity, --jobs jobs of
 --model. --workload FILE reads JSON Lines, one job a line:
   {"arrival": 12.5, "audio_seconds": 8, "model": "large-v3", "priority": "normal", "uid": 1000}
+--trace FILE reads a daemon's trace instead (` + "`wsched jobs --trace > FILE`" + `, GET
+/v1/jobs/trace): its jobs as the workload (models by family: tiny, base, small,
+medium, large), its lease events summarised beside the table.
 
 Policies: fifo (arrival order, streams sharing an instance), wsched (shortest
-expected time first with aging, a short-job reserve, streams), process-per-job
+expected time first with aging, the short-job reserve of [jobs] short_reserve,
+streams), process-per-job
 (arrival order, one backend process per running job). Backends are modelled by
 the estimator's lease parts, NVML's per-process memory and the real-time factors
 measured on an H100 (docs/sim.md says which figures are measured and which are
@@ -48,6 +54,7 @@ assumed). The same --seed gives the same output.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.workload, "workload", "mixed", `"mixed" or a JSON Lines file`)
+	fl.StringVar(&f.trace, "trace", "", "a daemon's trace (wsched jobs --trace) as the workload")
 	fl.StringVar(&f.policy, "policy", "", "fifo, wsched or process-per-job; comma-separated for several (default: all)")
 	fl.StringVar(&f.model, "model", "large-v3", "model of the mixed workload")
 	fl.IntVar(&f.jobs, "jobs", 20000, "jobs of the mixed workload")
@@ -55,11 +62,11 @@ assumed). The same --seed gives the same output.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the mixed workload and of the processing-time jitter")
 	fl.IntVar(&f.cfg.GPUs, "gpus", 8, "simulated H100s")
 	fl.IntVar(&f.cfg.StreamsPerGPU, "streams-per-gpu", 4, "streams a GPU runs at full speed at once (an assumption)")
-	fl.IntVar(&f.cfg.ShortReserve, "short-reserve", 0, "streams (machine-wide) wsched keeps for short jobs (0: an eighth of all; -1: none)")
+	fl.IntVar(&f.cfg.ShortReserve, "short-reserve", 0, "streams (machine-wide) wsched keeps for short jobs, as [jobs] short_reserve keeps max_active slots (0: an eighth of all; -1: none)")
 	fl.DurationVar(&f.cfg.MaxReorderWait, "max-reorder-wait", 2*time.Minute, "[jobs] max_reorder_wait for wsched")
 	fl.DurationVar(&f.cfg.KeepAlive, "keep-alive", 5*time.Minute, "how long an idle instance stays loaded")
 	fl.Float64Var(&f.cfg.ShortSeconds, "short", 60, "audio seconds below which a job is short")
-	fl.DurationVar(&f.cfg.ChunkOver, "chunk-over", 0, "model long files across GPUs (not built in the daemon): audio longer than this runs as 30 s windows (0: off)")
+	fl.DurationVar(&f.cfg.ChunkOver, "chunk-over", 0, "model long files across GPUs ([jobs] chunk_over): audio longer than this runs as 30 s windows (0: off)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per policy (one line each)")
 	return cmd
 }
@@ -74,7 +81,7 @@ func (a *app) sim(cmd *cobra.Command, f simFlags) error {
 		return fmt.Errorf("sim: want --jobs 1 to 1000000, --load above 0 up to 2, --gpus and --streams-per-gpu 1 to 1024")
 	}
 	f.cfg.Seed = f.seed
-	work, err := simWorkload(f)
+	work, trace, err := simWorkload(f)
 	if err != nil {
 		return err
 	}
@@ -91,10 +98,14 @@ func (a *app) sim(cmd *cobra.Command, f simFlags) error {
 		}
 		return nil
 	}
-	if f.workload == "mixed" {
+	switch {
+	case trace != nil:
+		fmt.Fprintf(a.out, "trace: %s, %d jobs (%d of unknown duration left out), %d lease events (%d grants, at most %s leased at once in the daemon), %d × %s, %d streams per GPU, seed %d\n",
+			f.trace, len(work), trace.Skipped, trace.LeaseEvents, trace.Granted, units.FormatBytes(trace.PeakLeasedBytes), f.cfg.GPUs, sim.H100, f.cfg.StreamsPerGPU, f.seed)
+	case f.workload == "mixed":
 		fmt.Fprintf(a.out, "workload: mixed, %d jobs of %s, load %.0f%%, %d × %s, %d streams per GPU, seed %d\n",
 			len(work), f.model, f.load*100, f.cfg.GPUs, sim.H100, f.cfg.StreamsPerGPU, f.seed)
-	} else {
+	default:
 		fmt.Fprintf(a.out, "workload: %s, %d jobs, %d × %s, %d streams per GPU, seed %d\n",
 			f.workload, len(work), f.cfg.GPUs, sim.H100, f.cfg.StreamsPerGPU, f.seed)
 	}
@@ -116,18 +127,31 @@ func simPolicies(s string) ([]sim.Policy, error) {
 	return out, nil
 }
 
-func simWorkload(f simFlags) ([]sim.Job, error) {
+func simWorkload(f simFlags) ([]sim.Job, *sim.Trace, error) {
+	if f.trace != "" {
+		file, err := os.Open(f.trace)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sim: trace: %w", err)
+		}
+		defer file.Close()
+		tr, err := sim.ReadTrace(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tr.Jobs, &tr, nil
+	}
 	if f.workload != "mixed" {
 		file, err := os.Open(f.workload)
 		if err != nil {
-			return nil, fmt.Errorf("sim: workload: %w", err)
+			return nil, nil, fmt.Errorf("sim: workload: %w", err)
 		}
 		defer file.Close()
-		return sim.ReadWorkload(file)
+		w, err := sim.ReadWorkload(file)
+		return w, nil, err
 	}
 	capacity, err := sim.MixedCapacity(f.cfg, f.model)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sim.Mixed(sim.MixedSpec{Jobs: f.jobs, Model: f.model, Load: f.load, Capacity: capacity, Seed: f.seed}), nil
+	return sim.Mixed(sim.MixedSpec{Jobs: f.jobs, Model: f.model, Load: f.load, Capacity: capacity, Seed: f.seed}), nil, nil
 }

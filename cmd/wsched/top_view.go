@@ -128,7 +128,7 @@ func (m *topModel) viewJobs(b *strings.Builder) {
 		if j.GPUUUID != "" {
 			gpu = fmt.Sprintf("GPU %d", j.GPUIndex)
 		}
-		fmt.Fprintf(b, "%s %-22s %-10s %4.0f%% %-14s %-6s %8s\n", mark, j.ID, j.State, j.Progress, j.Spec.Model, gpu, age(j.Created))
+		fmt.Fprintf(b, "%s %-22s %-10s %4.0f%% %-14s %-6s %8s  %s\n", mark, j.ID, j.State, j.Progress, j.Spec.Model, gpu, age(j.Created), jobNote(j))
 	}
 	if j, ok := m.jobs[m.follow]; ok {
 		fmt.Fprintf(b, "\nfollowing %s: %s, %.0f%%, attempt %d, backend %s, lease %s %s\n", j.ID, j.State, j.Progress, j.Attempts,
@@ -137,3 +137,20 @@ func (m *topModel) viewJobs(b *strings.Builder) {
 }
 
 func age(t time.Time) string { return time.Since(t).Round(time.Second).String() }
+
+// jobNote is what a job's row adds: a queued job's expected start
+// (length-aware order), a chunked job's chunks.
+func jobNote(j api.Job) string {
+	var parts []string
+	if j.State == api.JobPending && !j.ExpectedStart.IsZero() {
+		if d := time.Until(j.ExpectedStart).Round(time.Second); d > 0 {
+			parts = append(parts, "starts in "+d.String())
+		} else {
+			parts = append(parts, "starts now")
+		}
+	}
+	if c := j.Chunks; c != nil {
+		parts = append(parts, fmt.Sprintf("chunks %d/%d", c.Done, c.Total))
+	}
+	return strings.Join(parts, " · ")
+}

@@ -100,6 +100,16 @@ type Job struct {
 	AudioSeconds    float64   `json:"audio_seconds,omitempty"`
 	ExpectedSeconds float64   `json:"expected_seconds,omitempty"`
 	ExpectedStart   time.Time `json:"expected_start,omitzero"`
+	// Chunks is set when a long job runs as chunks ([jobs] chunk_over).
+	Chunks *JobChunks `json:"chunks,omitempty"`
+}
+
+// JobChunks counts a chunked job's chunks: all, finished, placed or
+// waiting for memory.
+type JobChunks struct {
+	Total   int `json:"total"`
+	Done    int `json:"done"`
+	Running int `json:"running"`
 }
 
 // JobSpec is what the job was asked to do.

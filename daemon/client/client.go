@@ -162,6 +162,12 @@ func (c *Client) sendVia(hc *http.Client, req *http.Request, out any) error {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
+	if c, ok := out.(copyTo); ok {
+		if _, err := io.Copy(c.w, resp.Body); err != nil {
+			return fmt.Errorf("read %s %s answer: %w", method, path, err)
+		}
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
 	}

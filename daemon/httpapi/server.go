@@ -137,6 +137,7 @@ type Server struct {
 	keys     keyed     // idempotency keys of lease requests under way
 	enforcer Enforcer
 	onPID    func(placement.Lease, int)
+	trace    *traceRecorder // lease events for GET /v1/jobs/trace (RunTrace)
 }
 
 // New returns the API over opts' components.
@@ -154,6 +155,7 @@ func New(opts Options) *Server {
 	}
 	s.metrics = newMetrics(s.eng, s.jobs)
 	s.hub = newHub(s.eng, s.cfg.Limits.Subscribers, s.cfg.Limits.TokenSubscribers)
+	s.trace = newTraceRecorder()
 	return s
 }
 
@@ -177,6 +179,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/jobs", s.postJob)
 	mux.HandleFunc("GET /v1/jobs", s.listJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
+	mux.HandleFunc("GET /v1/jobs/trace", s.getTrace)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", s.deleteJob)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", s.jobEvents)
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.openAITranscription(false))

@@ -154,6 +154,16 @@ type Jobs struct {
 	// job behind shorter ones of its priority: past it, jobs go in arrival
 	// order (aging). 0 turns the reordering off (arrival order).
 	MaxReorderWait units.Duration `toml:"max_reorder_wait"`
+	// ChunkOver cuts audio longer than this into chunks that run as
+	// units of their own, on any GPU, and are stitched (jobs/chunks.go).
+	// 0: never.
+	ChunkOver units.Duration `toml:"chunk_over"`
+	// ShortReserve keeps this many of the MaxActive slots for short jobs
+	// (less audio than ShortAudio): long ones take the rest (jobs/reserve.go).
+	// 0: none; at most an eighth of max_active.
+	ShortReserve int `toml:"short_reserve"`
+	// ShortAudio is the audio length below which a job is short.
+	ShortAudio units.Duration `toml:"short_audio"`
 }
 
 // Models is the [models] section (formerly part of [backends]).

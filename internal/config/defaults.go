@@ -43,6 +43,9 @@ func Defaults() *Config {
 			MaxUpload:  units.Bytes(1 * units.GiB),
 			// length-aware order (jobs/order.go)
 			MaxReorderWait: units.Duration(2 * time.Minute),
+			// the short-job reserve (jobs/reserve.go): an eighth of max_active
+			ShortReserve: 8,
+			ShortAudio:   units.Duration(time.Minute),
 		},
 		Models: Models{
 			URL:     DefaultModelsURL,

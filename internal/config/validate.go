@@ -98,6 +98,14 @@ func (b Backends) validate() error {
 
 func (j Jobs) validate() error {
 	switch {
+	case j.ShortReserve < 0:
+		return bad("jobs.short_reserve", "%d is not allowed: want 0 (no reserve) or more", j.ShortReserve)
+	case j.ShortAudio <= 0:
+		return bad("jobs.short_audio", "%s is not allowed: want a duration above 0", j.ShortAudio)
+	case j.ChunkOver < 0:
+		return bad("jobs.chunk_over", "%s is not allowed: want 0 (never cut) or a duration above 0", j.ChunkOver)
+	case j.ChunkOver > 0 && j.ChunkOver.D() < 30*time.Second:
+		return bad("jobs.chunk_over", "%s is not allowed: want 0 (never cut) or at least 30s (one window)", j.ChunkOver)
 	case j.MaxReorderWait < 0:
 		return bad("jobs.max_reorder_wait", "%s is not allowed: want 0 (arrival order) or a duration above 0", j.MaxReorderWait)
 	case j.MaxRetries < 0 || j.MaxRetries > 100:

@@ -1,9 +1,9 @@
 // Package chunk cuts a long recording into windows that can run as separate
 // backend calls — on free streams of any GPU — and stitches their
 // transcripts back into one with the recording's timestamps (issue 26, long
-// files across GPUs). It is pure: it plans and joins, it does not read audio.
-// The job manager does not use it yet: cutting the audio, running the
-// windows and yielding at window boundaries are still to be built.
+// files across GPUs). It is pure: it plans (fixed windows, or windows that
+// end at pauses found from frame energies) and joins; jobs/audiocut reads and
+// writes the audio and the job manager runs the windows.
 package chunk
 
 import (

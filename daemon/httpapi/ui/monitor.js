@@ -18,6 +18,12 @@
     if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
     return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
   }
+  // jobNote is a queued job's expected start (length-aware order), or nothing.
+  function jobNote(j) {
+    if (j.state !== "pending" || !j.expected_start) return "";
+    const s = Math.round((new Date(j.expected_start).getTime() - Date.now()) / 1000);
+    return el("small", { class: "eta", title: "expected start " + j.expected_start }, s > 0 ? ` starts in ${fmtAge(Date.now() - s * 1000)}` : " starts now");
+  }
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -153,8 +159,9 @@
     for (const j of jobs) {
       const pct = Math.round(j.progress || 0);
       body.append(el("tr", { "data-job": j.id }, el("td", {}, j.id),
-        el("td", { class: "state state-" + j.state, title: j.error || "" }, j.state),
-        el("td", { class: "progress-cell" }, el("span", { class: "progress" }, el("i", { style: `width:${pct}%` })), pct + "%"),
+        el("td", { title: j.error || "" }, el("span", { class: "state state-" + j.state }, j.state), jobNote(j)),
+        el("td", { class: "progress-cell" }, el("span", { class: "progress" }, el("i", { style: `width:${pct}%` })), pct + "%",
+          j.chunks ? el("small", { class: "chunks" }, ` ${j.chunks.done}/${j.chunks.total} chunks`) : ""),
         el("td", {}, j.spec.model), el("td", {}, j.gpu_uuid ? "GPU " + j.gpu_index : j.backend ? "CPU" : "–"),
         el("td", {}, j.attempts), el("td", {}, fmtAge(j.created))));
     }
