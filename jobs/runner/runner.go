@@ -147,7 +147,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 			inst.Discard("its job was cancelled or timed out")
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
-			if m.Streams() > 1 { // the lease serves other streams too: grow from this job's own size
+			if m.Streams() > 1 {                 // the lease serves other streams too: grow from this job's own size
 				l.Bytes = bytes
 			}
 			return transcript.Transcript{}, r.outOfMemory(m, job, l, inst.Memory(), jobFailure("transcribe", err))
