@@ -147,8 +147,8 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 			inst.Discard("its job was cancelled or timed out")
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
-			if m.Streams() > 1 {                 // the lease serves other streams too: grow from this job's own size
-				l.Bytes = bytes
+			if m.Streams() > 1 {
+				l.Bytes = bytes // the lease serves other streams too: grow from this job's own size
 			}
 			return transcript.Transcript{}, r.outOfMemory(m, job, l, inst.Memory(), jobFailure("transcribe", err))
 		}
