@@ -26,6 +26,7 @@ type streamsOpts struct {
 	levels                            []int
 	rounds                            int
 	gpuMemory, memory                 string
+	noBaseline                        bool
 }
 
 func newBenchStreamsCmd(a *app) *cobra.Command {
@@ -65,6 +66,7 @@ leases no GPU memory); then the ratio of the two throughputs.`,
 	f.StringVar(&levels, "streams", "1,2,4,8", "concurrent jobs per level, comma-separated")
 	f.IntVar(&o.rounds, "rounds", 2, "jobs per stream at each level")
 	f.StringVar(&o.gpuMemory, "gpu-memory", "80GiB", "memory of the simulated GPU")
+	f.BoolVar(&o.noBaseline, "no-baseline", false, "skip the max_streams = 1 run")
 	f.StringVar(&o.memory, "memory", "", "the model entry's memory (needed for a backend without an estimator profile)")
 	return cmd
 }
@@ -123,9 +125,11 @@ func (a *app) benchStreams(ctx context.Context, w io.Writer, o streamsOpts) erro
 	if err != nil {
 		return fmt.Errorf("max_streams = %d: %w", top, err)
 	}
-	single, err := runStreamsMode(ctx, o, 1)
-	if err != nil {
-		return fmt.Errorf("max_streams = 1: %w", err)
+	single := make([]streamsRow, len(o.levels))
+	if !o.noBaseline {
+		if single, err = runStreamsMode(ctx, o, 1); err != nil {
+			return fmt.Errorf("max_streams = 1: %w", err)
+		}
 	}
 	fmt.Fprintf(w, "model %s (backend %s), audio %s, %d job(s) per stream per level, one simulated %s GPU\n",
 		filepath.Base(o.model), o.backend, filepath.Base(o.audio), o.rounds, o.gpuMemory)
