@@ -65,25 +65,24 @@ func (h *Host) joinable(k key, spec Spec) *worker {
 // stream; nil when no instance can take one now (none with room, or the
 // growth does not fit on its GPU).
 func (h *Host) join(ctx context.Context, k key, spec Spec) *Instance {
+	grow := spec.streamBytes()
 	h.mu.Lock()
 	w := h.joinable(k, spec)
+	if w != nil && w.lease.GPU != placement.CPU && w.lease.GPU != "" {
+		w.grown = append(w.grown, grow)
+	} else {
+		grow = 0
+	}
 	h.mu.Unlock()
 	if w == nil {
 		return nil
 	}
-	grow := int64(0)
-	if w.lease.GPU != placement.CPU && w.lease.GPU != "" {
-		grow = spec.streamBytes()
-	}
-	if err := h.resizeBy(ctx, w, grow); err != nil {
-		w.log.Debug("no room for one more stream on the instance's GPU", "streams", w.streams, "grow", units.FormatBytes(grow), "err", err)
+	if err := h.syncSize(ctx, w); err != nil {
+		w.log.Debug("no room for one more stream on the instance's GPU", "grow", units.FormatBytes(grow), "err", err)
 		h.checkin(w)
 		return nil
 	}
 	h.mu.Lock()
-	if grow > 0 {
-		w.grown = append(w.grown, grow)
-	}
 	l := w.lease
 	l.Bytes = w.bytes
 	h.mu.Unlock()
@@ -91,17 +90,24 @@ func (h *Host) join(ctx context.Context, k key, spec Spec) *Instance {
 	return &Instance{h: h, w: w, added: grow}
 }
 
-// resizeBy grows (delta > 0) or shrinks w's lease by delta bytes. Calls for
-// one worker are serialized, each applied to the size the last one left.
-func (h *Host) resizeBy(ctx context.Context, w *worker, delta int64) error {
-	if delta == 0 {
-		return nil
-	}
+// syncSize resizes w's lease to what its streams need now: the first
+// stream's size and one growth per other stream (w.grown). Calls for one
+// worker are serialized; each reads the streams afresh, so the last one
+// leaves the lease right, and a stream that left while another joined
+// never takes the lease below what the streams still there need.
+func (h *Host) syncSize(ctx context.Context, w *worker) error {
 	w.sizeMu.Lock()
 	defer w.sizeMu.Unlock()
 	h.mu.Lock()
-	want := w.bytes + delta
+	want := w.lease.Bytes
+	for _, g := range w.grown {
+		want += g
+	}
+	have, gone := w.bytes, w.state == StateStopping || w.failed != nil
 	h.mu.Unlock()
+	if want == have || gone {
+		return nil
+	}
 	l, err := h.opts.Leases.Resize(ctx, w.lease.ID, want)
 	if err != nil {
 		return fmt.Errorf("resize lease %s to %s: %w", w.lease.ID, units.FormatBytes(want), err)
@@ -109,7 +115,7 @@ func (h *Host) resizeBy(ctx context.Context, w *worker, delta int64) error {
 	h.mu.Lock()
 	w.bytes = l.Bytes
 	h.mu.Unlock()
-	w.log.Debug("lease resized for streams", "bytes", l.Bytes, "delta", delta)
+	w.log.Debug("lease resized for streams", "bytes", l.Bytes, "was", have)
 	return nil
 }
 
@@ -120,19 +126,17 @@ func (h *Host) resizeBy(ctx context.Context, w *worker, delta int64) error {
 func (h *Host) shrinkFor(w *worker) {
 	h.mu.Lock()
 	w.streams--
-	added := int64(0)
+	popped := false
 	for len(w.grown) > max(w.streams-1, 0) {
-		added += w.grown[len(w.grown)-1]
-		w.grown = w.grown[:len(w.grown)-1]
+		w.grown, popped = w.grown[:len(w.grown)-1], true
 	}
-	gone := w.state == StateStopping || w.failed != nil
 	h.mu.Unlock()
-	if gone || added == 0 {
+	if !popped {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if err := h.resizeBy(ctx, w, -added); err != nil {
+	if err := h.syncSize(ctx, w); err != nil {
 		w.log.Warn("cannot shrink the lease after a stream ended", "err", err)
 	}
 }
