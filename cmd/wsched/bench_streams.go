@@ -141,8 +141,11 @@ func (a *app) benchStreams(ctx context.Context, w io.Writer, o streamsOpts) erro
 		if b.throughput() > 0 {
 			ratio = s.throughput() / b.throughput()
 		}
-		fmt.Fprintf(tw, "%d\t%.2f\t%d\t%d\t%s\t%.2f\t%d\t%s\t%.2f×\t\n", n, s.throughput(), s.processes, s.peakStreams,
-			leaseText(s.peakLeaseByte), b.throughput(), b.processes, leaseText(b.peakLeaseByte), ratio)
+		base := fmt.Sprintf("%.2f\t%d\t%s\t%.2f×", b.throughput(), b.processes, leaseText(b.peakLeaseByte), ratio)
+		if o.noBaseline {
+			base = "-\t-\t-\t-"
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%d\t%d\t%s\t%s\t\n", n, s.throughput(), s.processes, s.peakStreams, leaseText(s.peakLeaseByte), base)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
