@@ -205,6 +205,9 @@ func crashedErr(p *process, err error) bool {
 // second call then runs on the new process. Progress and segments are
 // repaired on the way in (sanitizer): no NaN, ±Inf or negative time passes.
 func (i *Instance) Transcribe(ctx context.Context, req plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
+	i.h.mu.Lock()
+	i.h.awaitRestart(ctx, i.w) // another stream's call is restarting the backend: use the new process
+	i.h.mu.Unlock()
 	p, err := i.current()
 	if err != nil {
 		return plugins.Result{}, err
