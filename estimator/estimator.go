@@ -284,7 +284,11 @@ func (e *Estimator) estimateOn(req Request, gpuModel string) (Result, error) {
 	if err := e.applyLearned(&res); err != nil {
 		return Result{}, err
 	}
-	applyStreams(&res, req.Concurrency, f.margin)
+	stream, err := e.learnedStream(&res)
+	if err != nil {
+		return Result{}, err
+	}
+	applyStreams(&res, req.Concurrency, f.margin, stream)
 	return res, nil
 }
 

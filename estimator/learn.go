@@ -27,6 +27,19 @@ type Key struct {
 	// Driver is the driver's major version ("550"; DriverMajor), "" when
 	// unknown.
 	Driver string `json:"driver,omitempty"`
+	// Part is "" for a whole one-stream process and PartStream for what one
+	// decoding stream of an instance serving several allocates on its own
+	// (issue 26): learned apart, so each part is raised by its own peaks.
+	Part string `json:"part,omitempty"`
+}
+
+// PartStream is the Key.Part of per-stream peaks.
+const PartStream = "stream"
+
+// Stream is k for the per-stream part of its estimate.
+func (k Key) Stream() Key {
+	k.Part = PartStream
+	return k
 }
 
 // DriverMajor is the major version of an NVIDIA driver version string
@@ -42,8 +55,11 @@ func DriverMajor(v string) string {
 // String is a stable, unambiguous encoding for use as a storage key.
 func (k Key) String() string {
 	parts := []string{string(k.Backend), k.Model, k.Precision, strconv.Itoa(k.Beam), strconv.Itoa(k.Batch), k.GPUModel}
-	if k.Driver != "" { // keys learned before drivers were known keep their encoding
+	if k.Driver != "" || k.Part != "" { // keys learned before drivers were known keep their encoding
 		parts = append(parts, k.Driver)
+	}
+	if k.Part != "" {
+		parts = append(parts, k.Part)
 	}
 	for i, p := range parts {
 		parts[i] = strconv.Quote(p)
@@ -167,6 +183,27 @@ func (e *Estimator) applyLearnedContext(f *formula, gpuModel, driver string) err
 		units.FormatBytes(c), key, e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(f.breakdown.Context)))
 	f.breakdown.Context = c
 	return nil
+}
+
+// learnedStream is the learned per-stream figure for res's key (the
+// percentile of the streams' own reported peaks × (1 + learn margin)), 0
+// when none has been measured. It raises only the per-stream part.
+func (e *Estimator) learnedStream(res *Result) (int64, error) {
+	if e.store == nil {
+		return 0, nil
+	}
+	obs, err := e.store.Peaks(res.Key.Stream())
+	if err != nil {
+		return 0, fmt.Errorf("estimate: learned stream peaks for %s: %w", res.Key, err)
+	}
+	if len(obs) == 0 {
+		return 0, nil
+	}
+	p := Percentile(obs, e.cfg.LearnPercentile)
+	learned := ceilMul(p, 1+e.cfg.LearnMargin)
+	res.Explain = append(res.Explain, fmt.Sprintf("learning: p%.0f of %d measured stream peaks is %s, × %.2f = %s per stream",
+		e.cfg.LearnPercentile*100, len(obs), units.FormatBytes(p), 1+e.cfg.LearnMargin, units.FormatBytes(learned)))
+	return learned, nil
 }
 
 // applyLearned raises the estimate to the learned peak when that is higher:

@@ -75,19 +75,32 @@ func (b Breakdown) plus(o Breakdown) Breakdown {
 // applyStreams turns a one-stream result into the result for n streams in
 // one instance: the per-stream components are counted n times, the shared
 // ones (and a learned excess, measured on one-stream processes) once.
-// RecommendedBytes grows by the extra streams with the profile's margin.
-func applyStreams(res *Result, n int, margin float64) {
+// learned, when above the formula's per-stream part, is the streams' own
+// measured peak (learnedStream): it raises the per-stream part alone, for
+// every stream the first included. RecommendedBytes grows by the extra
+// streams with the profile's margin.
+func applyStreams(res *Result, n int, margin float64, learned int64) {
 	one := res.Breakdown.perStream()
-	per := one.Sum()
-	shared := res.TotalBytes - per
+	formulaPer := one.Sum()
+	shared := res.TotalBytes - formulaPer
+	sharedNames, perNames := names(res.Breakdown, one), names(one, Breakdown{})
+	per := formulaPer
+	if learned > per {
+		raise := learned - per
+		one.Learned, per = raise, learned
+		res.Breakdown.Learned += raise
+		res.TotalBytes += raise
+		res.RecommendedBytes += ceilMul(raise, 1+margin)
+		perNames = append(perNames, "learned_stream")
+	}
 	s := &Streams{
 		Concurrency: max(1, n), SharedBytes: shared, PerStreamBytes: per,
-		Shared: names(res.Breakdown, one), PerStream: names(one, Breakdown{}),
+		Shared: sharedNames, PerStream: perNames,
 	}
 	extra := int64(s.Concurrency - 1)
 	if extra > 0 {
 		res.Breakdown = res.Breakdown.plus(one.scaled(extra))
-		res.FormulaBytes += extra * per
+		res.FormulaBytes += extra * formulaPer
 		res.TotalBytes += extra * per
 		res.RecommendedBytes += ceilMul(extra*per, 1+margin)
 	}

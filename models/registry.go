@@ -49,6 +49,9 @@ type Model struct {
 	// MemoryBytes is the configured lease size ([[models.model]] memory);
 	// 0: estimate it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// MaxStreams is [[models.model]] max_streams: how many of its jobs one
+	// instance serves at once (0: the backend's default; see Streams).
+	MaxStreams int `json:"max_streams,omitempty"`
 	// Entry is the [[models.model]] entry (zero for models_dir files): the
 	// VAD settings.
 	Entry config.Model `json:"-"`
@@ -58,6 +61,16 @@ type Model struct {
 	// Options are the entry's checked options as they go to the backend
 	// (defaults not filled in).
 	Options map[string]string `json:"options,omitempty"`
+}
+
+// Streams is how many jobs of the model one backend instance serves at
+// once: the entry's max_streams, else its backend's default (the
+// descriptor's max_streams), at least 1.
+func (m Model) Streams() int {
+	if m.MaxStreams > 0 {
+		return m.MaxStreams
+	}
+	return m.Descriptor.Streams()
 }
 
 // Available reports whether the model's file is there and readable.

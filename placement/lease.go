@@ -88,6 +88,12 @@ type Lease struct {
 	// PeakBytes is the most NVML has measured for it during its life.
 	PeakBytes int64 `json:"peak_bytes,omitempty"`
 	Overrun   bool  `json:"overrun,omitempty"`
+	// MaxBytes is the largest size the lease has had when it was resized
+	// (0: never resized). An instance serving several streams grows its
+	// lease by one stream's estimate per stream (issue 26): a lease whose
+	// MaxBytes is above its Bytes measured its peak at more streams than
+	// its EstimateKey is for.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// Labels carry caller data through the lease.
 	Labels map[string]string `json:"labels,omitempty"`
 	// EstimateKey, when set, is what the lease was sized for: its measured

@@ -71,8 +71,8 @@ func (s *state) renew(id string, ttl time.Duration) (Lease, error) {
 }
 
 // persistAsync records a changed lease for the caller to wait for outside
-// the owner loop (Engine.call commits it before answering: renewals and
-// added PIDs are answered only once durable). undo (may be nil) runs on the
+// the owner loop (Engine.call commits it before answering: renewals,
+// resizes and added PIDs are answered only once durable). undo (may be nil) runs on the
 // owner loop when the commit fails.
 func (s *state) persistAsync(l *Lease, undo func(*state)) {
 	if s.journal == nil {
@@ -85,21 +85,6 @@ func (s *state) persistAsync(l *Lease, undo func(*state)) {
 			later(undo)
 		}
 	})
-}
-
-// persist stores a changed lease and waits for the commit on the owner loop
-// (a resize: rare, and answered only once durable).
-func (s *state) persist(l *Lease) error {
-	if s.journal == nil {
-		return nil
-	}
-	c := l.clone()
-	seq := s.record(Change{Put: &c}, nil)
-	s.commitStep() // with what this step changed before
-	if err := s.journal.sync(context.Background(), seq); err != nil {
-		return fmt.Errorf("persist lease %s: %w", l.ID, err)
-	}
-	return nil
 }
 
 func (s *state) resize(id string, bytes int64) (Lease, error) {
@@ -124,12 +109,22 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 				units.FormatBytes(delta), units.FormatBytes(max(0, a.AvailableBytes-hold[a.UUID])), a.Index)
 		}
 	}
-	prev := l.Bytes
-	s.change(l, func() { l.Bytes = bytes })
-	if err := s.persist(l); err != nil {
-		s.change(l, func() { l.Bytes = prev })
-		return Lease{}, err
+	prev, prevMax := l.Bytes, l.MaxBytes
+	s.change(l, func() { l.Bytes, l.MaxBytes = bytes, max(l.MaxBytes, prev, bytes) })
+	// Committed outside the owner loop, like a grant (Engine.call waits for
+	// it before answering). A growth whose commit fails is undone; a shrink
+	// stays (the stored size is then the larger one: memory over-reserved
+	// after a restart, never granted twice).
+	var undo func(*state)
+	if delta > 0 {
+		undo = func(s *state) {
+			if cur, ok := s.leases[l.ID]; ok && cur == l && l.Bytes == bytes {
+				s.change(l, func() { l.Bytes, l.MaxBytes = prev, prevMax })
+				s.dispatch()
+			}
+		}
 	}
+	s.persistAsync(l, undo)
 	s.emit(EventResized, l, fmt.Sprintf("%s → %s", units.FormatBytes(prev), units.FormatBytes(bytes)))
 	if delta < 0 {
 		s.dispatch()

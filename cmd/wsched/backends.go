@@ -151,8 +151,8 @@ func renderBackends(w io.Writer, b api.Backends) error {
 	}
 	fmt.Fprintln(w, "Instances:")
 	t := &table{
-		header: []string{"ID", "BACKEND", "MODEL", "GPU", "LEASE", "PID", "STATE", "MEMORY", "REPORTED", "IDLE", "KEEP-ALIVE", "RESTARTS"},
-		right:  map[int]bool{3: true, 5: true, 7: true, 8: true, 9: true, 10: true, 11: true},
+		header: []string{"ID", "BACKEND", "MODEL", "GPU", "LEASE", "PID", "STATE", "STREAMS", "MEMORY", "REPORTED", "IDLE", "KEEP-ALIVE", "RESTARTS"},
+		right:  map[int]bool{3: true, 5: true, 7: true, 8: true, 9: true, 10: true, 11: true, 12: true},
 	}
 	for _, i := range b.Instances {
 		gpu, idle, keep := "cpu", "-", "none"
@@ -169,7 +169,8 @@ func renderBackends(w io.Writer, b api.Backends) error {
 		if i.Failed != "" {
 			notes = append(notes, "! "+i.Failed)
 		}
-		t.add([]string{i.ID, i.Backend, i.Model, gpu, i.Lease, fmt.Sprint(i.PID), i.State, units.FormatBytes(i.MemoryBytes),
+		streams := fmt.Sprintf("%d/%d", i.Streams, max(i.MaxStreams, 1)) // now / most it takes (issue 26)
+		t.add([]string{i.ID, i.Backend, i.Model, gpu, i.Lease, fmt.Sprint(i.PID), i.State, streams, units.FormatBytes(i.MemoryBytes),
 			units.FormatBytes(i.ReportedBytes), idle, keep, fmt.Sprint(i.Restarts)}, notes...)
 	}
 	return t.render(w, "  ")

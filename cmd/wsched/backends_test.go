@@ -60,7 +60,7 @@ func TestRenderBackends(t *testing.T) {
 			{ID: "i-1", Backend: "whisper", Model: "/m/ggml-tiny.bin", State: "idle", Lease: "l-1", GPUIndex: 2, PID: 4242,
 				MemoryBytes: 1 << 30, ReportedBytes: 200 << 20, IdleSeconds: 12.4, KeepAliveSeconds: 300},
 			{ID: "i-2", Backend: "whisper", Model: "/m/ggml-base.bin", State: "busy", Lease: "l-2", GPUIndex: -1, PID: 4343,
-				KeepAliveSeconds: -1e-9, Restarts: 1, Failed: "backend given up"},
+				KeepAliveSeconds: -1e-9, Restarts: 1, Failed: "backend given up", Streams: 3, MaxStreams: 8},
 		},
 	}
 	var out strings.Builder
@@ -71,9 +71,9 @@ func TestRenderBackends(t *testing.T) {
 		"Backend directories: /usr/lib/wsched/plugins, /src/bin",
 		"whisper  1.9.5    ggml     cpu,cuda  /usr/lib/wsched/plugins/wsched-backend-whisper",
 		"  /src/bin/wsched-backend-x: world-writable (mode 0777)",
-		"i-1  whisper  /m/ggml-tiny.bin    2  l-1    4242  idle   1.00 GiB  200.00 MiB   12s        5m0s         0",
+		"i-1  whisper  /m/ggml-tiny.bin    2  l-1    4242  idle       0/1  1.00 GiB  200.00 MiB   12s        5m0s         0",
 		"cpu  l-2    4343  busy",
-		"busy        0 B         0 B     -        none         1",
+		"busy       3/8       0 B         0 B     -        none         1",
 		"  ! backend given up",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -69,7 +69,7 @@ lease path costs without the disk, for comparison only.`,
 	f.BoolVar(&o.dispatch, "dispatch", false, "after the rounds, measure release → grant of a waiter with -c pairs (needs -c GPUs)")
 	f.BoolVar(&o.restart, "restart", false, "after the rounds, kill -9 the daemon and time its start-up with the leases")
 	f.BoolVar(&o.noFsync, "unsafe-no-fsync", false, "start the daemon without fsync of its lease journal (a baseline: what the disk costs)")
-	cmd.AddCommand(lease, newEchoServerCmd())
+	cmd.AddCommand(lease, newEchoServerCmd(), newBenchStreamsCmd(a))
 	return cmd
 }
 

@@ -64,4 +64,10 @@ type BackendInstance struct {
 	KeepAliveSeconds float64           `json:"keep_alive_seconds"`
 	Restarts         int               `json:"restarts"`
 	Failed           string            `json:"failed,omitempty"`
+	// Streams is how many jobs the instance serves now, MaxStreams the most
+	// it takes ([[models.model]] max_streams) and PeakStreams the most it
+	// has served at once (issue 26).
+	Streams     int `json:"streams"`
+	MaxStreams  int `json:"max_streams"`
+	PeakStreams int `json:"peak_streams"`
 }

@@ -29,6 +29,7 @@ func backendsBody(st host.Status) api.Backends {
 			GPUUUID: i.GPU, PID: i.PID, MemoryBytes: i.LeaseBytes, ReportedBytes: max(i.Memory.TotalBytes, i.Memory.Sum()),
 			Started: i.Started, LastUsed: i.LastUsed, IdleSeconds: i.Idle.Seconds(), KeepAliveSeconds: i.KeepAlive.Seconds(),
 			Restarts: i.Restarts, Failed: i.Failed, Metadata: i.Info.Metadata, Reported: reportMap(i.Memory),
+			Streams: i.Streams, MaxStreams: i.MaxStreams, PeakStreams: i.PeakStreams,
 		}
 		if i.GPU == placement.CPU {
 			bi.GPUUUID = ""

@@ -102,6 +102,10 @@ func (u *Upkeep) learn(l placement.Lease) {
 	if l.EstimateKey == nil || l.PeakBytes <= 0 {
 		return
 	}
+	if l.MaxBytes > 0 { // resized (grown for more streams): its peak is not one stream's process (issue 26)
+		u.log.Debug("no peak learned: the lease served several streams", "lease", l.ID, "peak_bytes", l.PeakBytes, "max_bytes", l.MaxBytes)
+		return
+	}
 	key := *l.EstimateKey
 	_, driver := u.opts.Engine.Accounts() // not View: that copies every lease
 	key.GPUModel, key.Driver = l.GPUName, estimator.DriverMajor(driver)

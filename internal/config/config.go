@@ -198,6 +198,11 @@ type Model struct {
 	// backends the estimator has no profile for (exec: required), and
 	// overrides the estimate for the others. 0 (or absent): estimate.
 	Memory units.Bytes `toml:"memory"`
+	// MaxStreams is how many jobs of this model one backend instance serves
+	// at once, its lease growing by one stream's estimate per job (issue
+	// 26). 0 (or absent): the backend's default (its descriptor's
+	// max_streams); 1: one job per instance.
+	MaxStreams int `toml:"max_streams"`
 	// VAD turns voice activity detection on for this model's jobs unless a
 	// job says otherwise; VADModel is the VAD model file (whisper.cpp: a
 	// silero ggml file) and the VAD… keys tune it (0: backend default).

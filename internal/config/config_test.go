@@ -97,6 +97,10 @@ func TestStrictErrors(t *testing.T) {
 			`t.toml:1: backends.model.backend: is empty: want the backend that serves "a" (whisper.cpp, say)`, ErrBadValue},
 		{"model path relative", "[[backends.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"m/a.bin\"\n",
 			`t.toml:4: backends.model.path: "m/a.bin" is not allowed: want an absolute path`, ErrBadValue},
+		{"max_streams negative", "[[models.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"/m/a.bin\"\nmax_streams = -2\n",
+			`t.toml:5: models.model.max_streams: -2 is not allowed: want 1 to 256 (0 or absent: the backend's default)`, ErrBadValue},
+		{"max_streams too many", "[[models.model]]\nname = \"a\"\nbackend = \"whisper.cpp\"\npath = \"/m/a.bin\"\nmax_streams = 1000\n",
+			`t.toml:5: models.model.max_streams: 1000 is not allowed: want 1 to 256 (0 or absent: the backend's default)`, ErrBadValue},
 		{"models_dir relative", "[backends]\nmodels_dir = \"models\"\n",
 			`t.toml:2: backends.models_dir: "models" is not allowed: want an absolute path`, ErrBadValue},
 		{"models_url not http", "[backends]\nmodels_url = \"ftp://example.org/m\"\n",
@@ -249,5 +253,16 @@ func TestLocate(t *testing.T) {
 		if got := locate([]byte(text), toml.Key(tt.key), tt.nth); got != tt.line {
 			t.Errorf("locate(%v, %d) = %d, want %d", tt.key, tt.nth, got, tt.line)
 		}
+	}
+}
+
+// TestModelMaxStreams (issue 26): max_streams is read per model entry.
+func TestModelMaxStreams(t *testing.T) {
+	cfg, err := Parse([]byte("[[models.model]]\nname = \"tiny\"\nbackend = \"whisper.cpp\"\npath = \"/m/ggml-tiny.bin\"\nmax_streams = 8\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Models.Entries[0].MaxStreams; got != 8 {
+		t.Errorf("max_streams = %d, want 8", got)
 	}
 }

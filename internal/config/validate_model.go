@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 )
 
+// MaxStreamsLimit bounds [[models.model]] max_streams.
+const MaxStreamsLimit = 256
+
 // validate checks what one model entry says whatever its backend; key is
 // its dotted name with the entry's index ("models.model#2"). What a backend
 // reads (its options, whether it needs memory or can do VAD) is checked
@@ -19,6 +22,8 @@ func (e Model) validate(key string) error {
 		return bad(key+".path", "%q is not allowed: want an absolute path", e.Path)
 	case e.Dir != "" && !filepath.IsAbs(e.Dir):
 		return bad(key+".dir", "%q is not allowed: want an absolute path", e.Dir)
+	case e.MaxStreams < 0 || e.MaxStreams > MaxStreamsLimit:
+		return bad(key+".max_streams", "%d is not allowed: want 1 to %d (0 or absent: the backend's default)", e.MaxStreams, MaxStreamsLimit)
 	}
 	for k := range e.shorthands() {
 		if _, dup := e.Options[k]; dup {

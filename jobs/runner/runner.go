@@ -87,7 +87,8 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if err := checkJobOptions(m, job); err != nil {
 		return transcript.Transcript{}, err
 	}
-	bytes, key, err := r.size(m, job)
+	z, err := r.size(m, job)
+	bytes, key := z.Bytes, z.Key
 	if err != nil {
 		return transcript.Transcript{}, err
 	}
@@ -99,6 +100,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	spec := host.Spec{
 		Backend: m.Descriptor.Plugin, Load: r.loadRequest(m, job),
 		MemoryBytes: bytes, Priority: job.Spec.Priority, KeepAlive: job.Spec.KeepAlive, Wait: wait,
+		MaxStreams: m.Streams(), StreamBytes: z.StreamBytes,
 		Labels: map[string]string{"wsched.job": job.ID}, EstimateKey: &key,
 		OnGranted: func(l placement.Lease) { // the attempt counts from here, not while it waits
 			granted = l
@@ -145,6 +147,9 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 			inst.Discard("its job was cancelled or timed out")
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
+			if m.Streams() > 1 {
+				l.Bytes = bytes // the lease serves other streams too: grow from this job's own size
+			}
 			return transcript.Transcript{}, r.outOfMemory(m, job, l, inst.Memory(), jobFailure("transcribe", err))
 		}
 		if errors.Is(err, plugins.ErrBadAudio) {
@@ -152,6 +157,7 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 		}
 		return transcript.Transcript{}, jobFailure("transcribe", err)
 	}
+	r.learnStream(key, l, res.StreamMemory)
 	if job.OOMFactor > 1 {
 		r.learnRaised(key, bytes)
 		if m.MemoryBytes > 0 && bytes > m.MemoryBytes {
@@ -177,7 +183,7 @@ func toTranscript(job jobs.Job, res plugins.Result) transcript.Transcript {
 // (sherpa-onnx's bundled ONNX Runtime, say), so it leases no GPU memory;
 // the lease's label says why.
 func onCPU(spec *host.Spec, m models.Model) {
-	spec.Device, spec.MemoryBytes, spec.EstimateKey = device.Spec{Kind: device.CPU}, 0, nil
+	spec.Device, spec.MemoryBytes, spec.StreamBytes, spec.EstimateKey = device.Spec{Kind: device.CPU}, 0, 0, nil
 	spec.Labels[LabelDevice] = fmt.Sprintf("cpu: backend %s cannot use CUDA in this build (devices: %s)", m.Backend, strings.Join(m.Descriptor.Devices, ", "))
 }
 

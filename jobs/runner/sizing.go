@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"fmt"
+	"math"
 
 	"github.com/wsched/wsched/estimator"
 	"github.com/wsched/wsched/jobs"
@@ -109,37 +110,84 @@ func (r *Runner) outOfMemory(m models.Model, job jobs.Job, l placement.Lease, re
 	return jobs.NeedMemory(err, need)
 }
 
+// sizing is a job's lease: Bytes for an instance with the job as its one
+// stream (the shared part and one stream), StreamBytes what the job adds to
+// an instance it joins (issue 26), and the estimate key both were sized for.
+type sizing struct {
+	Bytes, StreamBytes int64
+	Key                estimator.Key
+}
+
 // size is the lease size for a job: the estimator's recommendation
 // (learned peaks included) for the model, reserving the decoders its
 // backend's descriptor names (best_of), scaled by the job's OOM factor (1.5 per out-of-memory retry).
 // Nothing is learned during the retries, so the factor applies to the same
 // estimate each time: E, 1.5 E, 2.25 E, … — and at least the job's
-// RetryBytes, what the last OOM showed it needs (retryBytes).
-func (r *Runner) size(m models.Model, job jobs.Job) (int64, estimator.Key, error) {
+// RetryBytes, what the last OOM showed it needs (retryBytes). StreamBytes
+// is the estimate's per-stream part with the same margin and factor; for a
+// model without a profile (configured memory, a backend's rule), the whole
+// size: a stream of an unknown backend is assumed to cost an instance.
+func (r *Runner) size(m models.Model, job jobs.Job) (sizing, error) {
 	if m.Descriptor.CPUOnly() { // placed on the CPU: no GPU memory to size
-		return 0, estimator.Key{}, nil
+		return sizing{}, nil
 	}
+	factor := max(1, job.OOMFactor)
 	rule, ruled := m.RuleBytes() // the backend's own rule, from the model's size on disk
 	if bytes := m.MemoryBytes; bytes > 0 || ruled {
 		if bytes <= 0 {
 			bytes = rule
 		} // else configured: the operator knows best
 		key := estimator.Key{Backend: estimator.Backend(m.Backend), Model: m.Name, Driver: estimator.DriverMajor(r.sizer.driver())}
-		return max(int64(float64(bytes)*max(1, job.OOMFactor)), job.RetryBytes), key, nil
+		z := sizing{Bytes: max(int64(float64(bytes)*factor), job.RetryBytes), Key: key}
+		z.StreamBytes = z.Bytes
+		if req, err := m.EstimateRequest(); err == nil {
+			if res, err := r.sizer.EstimateAnyGPU(req); err == nil {
+				z.StreamBytes = min(z.Bytes, streamBytes(res, factor))
+			}
+		}
+		return z, nil
 	}
 	req, err := m.EstimateRequest()
 	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
+		return sizing{}, jobs.Mark(fmt.Errorf("size job: %w (set memory in the model's [[models.model]] entry)", err), jobs.ErrBadInput)
 	}
 	res, err := r.sizer.EstimateAnyGPU(req)
 	if err != nil {
-		return 0, estimator.Key{}, jobs.Mark(fmt.Errorf("size job: %w", err), jobs.ErrBadInput)
+		return sizing{}, jobs.Mark(fmt.Errorf("size job: %w", err), jobs.ErrBadInput)
 	}
 	bytes := res.RecommendedBytes
 	if job.OOMFactor > 1 {
 		bytes = int64(float64(bytes) * job.OOMFactor)
 	}
-	return max(bytes, job.RetryBytes), res.Key, nil
+	bytes = max(bytes, job.RetryBytes)
+	return sizing{Bytes: bytes, StreamBytes: min(bytes, streamBytes(res, factor)), Key: res.Key}, nil
+}
+
+// streamBytes is what one more stream adds to an instance by estimate res:
+// its per-stream part with the margin the recommendation carries, scaled by
+// factor.
+func streamBytes(res estimator.Result, factor float64) int64 {
+	if res.Streams == nil || res.TotalBytes <= 0 {
+		return 0
+	}
+	margin := float64(max(res.RecommendedBytes, res.TotalBytes)) / float64(res.TotalBytes)
+	return int64(math.Ceil(float64(res.Streams.PerStreamBytes) * margin * factor))
+}
+
+// learnStream records the peak one stream reported on its own (Result's
+// StreamMemory) under key's stream part, for the GPU it ran on: the
+// estimator raises the per-stream part with it (issue 26).
+func (r *Runner) learnStream(key estimator.Key, l placement.Lease, rep plugins.MemoryReport) {
+	bytes := max(rep.TotalBytes, rep.Sum())
+	if bytes <= 0 || l.GPU == placement.CPU || l.GPU == "" {
+		return
+	}
+	if l.GPUName != "" {
+		key.GPUModel = l.GPUName
+	}
+	if err := r.learn.RecordPeak(key.Stream(), bytes); err != nil {
+		r.log.Warn("cannot record a stream's peak for learning", "err", err)
+	}
 }
 
 // learnRaised records, after a job needed out-of-memory retries to

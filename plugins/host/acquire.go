@@ -33,6 +33,12 @@ type Spec struct {
 	// MemoryBytes is the lease's size: the caller's estimate (or measure)
 	// for the model and one decoding state. Required unless Device is cpu.
 	MemoryBytes int64
+	// MaxStreams is how many callers of this spec one instance serves at
+	// once (<= 1: one); StreamBytes is what each caller after the first
+	// adds to its lease (the estimator's per-stream part; 0: MemoryBytes).
+	// See streams.go.
+	MaxStreams  int
+	StreamBytes int64
 	// Device is auto, a GPU (index or UUID) or cpu.
 	Device   device.Spec
 	Priority placement.Priority
@@ -72,17 +78,22 @@ func (s Spec) validate() error {
 		return fmt.Errorf("%w: memory %d bytes: want a size above 0 for a GPU", ErrInvalid, s.MemoryBytes)
 	case s.Wait < 0:
 		return fmt.Errorf("%w: wait %s is negative", ErrInvalid, s.Wait)
+	case s.StreamBytes < 0:
+		return fmt.Errorf("%w: stream memory %d bytes is negative", ErrInvalid, s.StreamBytes)
 	}
 	return nil
 }
 
 // Acquire returns an instance of spec's backend with its model loaded,
-// checked out to the caller alone, and the function that hands it back
-// (call it exactly when done; more calls do nothing). A warm instance of the
-// same spec is reused; otherwise a new one is started under a new lease. When
-// the lease does not fit, the placement engine asks back the leases of idle
-// instances (least recently used first; see reclaim.go) and the request
-// waits for them, or up to spec.Wait for memory to be freed otherwise.
+// checked out to the caller (alone, or as one of up to spec.MaxStreams
+// callers: streams.go), and the function that hands it back (call it
+// exactly when done; more calls do nothing). A warm instance of the same
+// spec is reused; else a busy one with room for a stream is joined when one
+// more stream fits on its GPU; otherwise a new one is started under a new
+// lease. When the lease does not fit, the placement engine asks back the
+// leases of idle instances (least recently used first; see reclaim.go) and
+// the request waits for them, or up to spec.Wait for memory to be freed
+// otherwise.
 func (h *Host) Acquire(ctx context.Context, spec Spec) (*Instance, func(), error) {
 	if err := spec.validate(); err != nil {
 		return nil, nil, fmt.Errorf("host: acquire: %w", err)
@@ -93,8 +104,21 @@ func (h *Host) Acquire(ctx context.Context, spec Spec) (*Instance, func(), error
 	spec.Labels = maps.Clone(spec.Labels)
 	spec.Load.Extra = maps.Clone(spec.Load.Extra)
 	k := keyOf(spec)
-	if inst, err := h.takeWarm(ctx, k, spec); inst != nil || err != nil {
-		return inst, inst.releaser(), err
+	for {
+		if inst, err := h.takeWarm(ctx, k, spec); inst != nil || err != nil {
+			return inst, inst.releaser(), err
+		}
+		if inst := h.join(ctx, k, spec); inst != nil {
+			return inst, inst.release, nil
+		}
+		waited, done, err := h.awaitForming(ctx, k, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !waited {
+			defer done()
+			break
+		}
 	}
 	bin, err := h.lookup(spec.Backend)
 	if err != nil {
@@ -183,6 +207,8 @@ func (h *Host) idleMatch(k key, spec Spec) *worker {
 	}
 	if best != nil {
 		best.state, best.keepAlive = StateBusy, spec.KeepAlive
+		best.streams, best.maxStreams = 1, max(1, spec.MaxStreams)
+		best.peakStreams = max(best.peakStreams, 1)
 	}
 	return best
 }
@@ -204,11 +230,20 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 		l, err := h.opts.Leases.Acquire(wctx, h.request(spec, bin, spec.Wait))
 		got <- granted{l, err}
 	}()
+	var retry <-chan time.Time // a stream's growth may fit as other leases end
+	if spec.shared() {
+		t := time.NewTicker(joinRetry)
+		defer t.Stop()
+		retry = t.C
+	}
 	for {
 		h.mu.Lock()
 		changed := h.changed
 		h.mu.Unlock()
 		inst, err := h.takeWarm(ctx, k, spec)
+		if inst == nil && err == nil {
+			inst = h.join(ctx, k, spec)
+		}
 		if inst != nil || err != nil {
 			cancel()
 			if g := <-got; g.err == nil {
@@ -217,6 +252,7 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 			return inst, inst.releaser(), err
 		}
 		select {
+		case <-retry:
 		case g := <-got:
 			if g.err != nil {
 				return nil, nil, fmt.Errorf("host: lease %s for backend %s: %w", units.FormatBytes(spec.MemoryBytes), spec.Backend, g.err)
@@ -227,6 +263,11 @@ func (h *Host) waitForRoom(ctx context.Context, k key, spec Spec, bin Binary) (*
 		}
 	}
 }
+
+// joinRetry is how often a load waiting for memory tries again to join a
+// busy instance of its key (memory freed by leases that are not the
+// host's wakes nothing here).
+const joinRetry = 500 * time.Millisecond
 
 // addWaiting records a load of key k and size bytes waiting for memory;
 // the returned function removes it.

@@ -15,6 +15,11 @@ import (
 // again when it returns; w.failed says whether it is usable.
 func (h *Host) crashed(ctx context.Context, w *worker, p *process, during string, cause error) {
 	h.mu.Lock()
+	if w.proc == p && w.state == StateRestarting { // another stream's call is restarting it
+		h.awaitRestart(ctx, w)
+		h.mu.Unlock()
+		return
+	}
 	if w.proc != p || w.failed != nil || (w.state != StateBusy && w.state != StateChecking) {
 		h.mu.Unlock() // handled already, given up, or being stopped
 		return
@@ -35,12 +40,28 @@ func (h *Host) crashed(ctx context.Context, w *worker, p *process, during string
 	if err != nil && w.failed == nil {
 		w.failed = err
 	}
+	h.broadcast() // other streams waiting for the restart, and joiners
 	h.mu.Unlock()
 	if err != nil {
 		h.report(w, Event{Type: EventGivenUp, PID: p.pid, Err: err})
 		return
 	}
 	h.report(w, Event{Type: EventRestarted, PID: newPID})
+}
+
+// awaitRestart waits, with h.mu held (released while waiting), until
+// another caller's restart of w ends or ctx ends: a stream whose call died
+// with the process returns its error only once the instance serves again.
+func (h *Host) awaitRestart(ctx context.Context, w *worker) {
+	for w.state == StateRestarting && ctx.Err() == nil {
+		changed := h.changed
+		h.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		h.mu.Lock()
+	}
 }
 
 // restart starts a new process for w under its lease, trying until

@@ -21,6 +21,7 @@ type Leaser interface {
 	AddPID(ctx context.Context, id string, pid int) (placement.Lease, error)
 	RemovePID(ctx context.Context, id string, pid int) (placement.Lease, error)
 	SetReclaimable(ctx context.Context, id string, on bool) (placement.Lease, error)
+	Resize(ctx context.Context, id string, bytes int64) (placement.Lease, error)
 	Subscribe(ctx context.Context, types ...placement.EventType) (<-chan placement.Event, func(), error)
 }
 
@@ -94,6 +95,7 @@ type Host struct {
 	nextID  int
 	stopped bool
 	waiting map[key][]int64   // sizes of the loads waiting for memory, by key
+	forming map[key]forming   // instances of shared keys being started (streams.go)
 	probes  map[string]probe  // Info answers by path
 	logged  map[string]string // refusal reasons already logged, by path
 
@@ -118,7 +120,7 @@ func New(opts Options) *Host {
 		opts: opts, log: opts.Log, uid: os.Geteuid(), ttl: opts.LeaseTTL,
 		dirs:    absDirs(append([]string{opts.Config.PluginDir}, opts.Config.DevDirs...)...),
 		kick:    make(chan struct{}, 1),
-		workers: map[string]*worker{}, changed: make(chan struct{}), waiting: map[key][]int64{},
+		workers: map[string]*worker{}, changed: make(chan struct{}), waiting: map[key][]int64{}, forming: map[key]forming{},
 		probes: map[string]probe{}, logged: map[string]string{},
 	}
 }

@@ -91,6 +91,7 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 		id: fmt.Sprintf("i-%d", h.nextID), key: keyOf(spec), spec: spec, bin: bin, lease: l,
 		keepAlive: spec.KeepAlive, state: StateStarting, log: h.log.With("backend", bin.Name, "lease", l.ID),
 		renewAt: time.Now().Add(h.ttl / 3), // renewed while the model loads, however long that takes
+		streams: 1, maxStreams: max(1, spec.MaxStreams), peakStreams: 1, bytes: l.Bytes,
 	}
 	h.workers[w.id] = w
 	h.mu.Unlock()
@@ -103,6 +104,7 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 	if err == nil && ours {
 		w.proc, w.info, w.memory, w.started, w.lastUsed = p, info, mem, now, now
 		w.state, w.healthAt = StateBusy, now.Add(h.opts.Config.HealthInterval.D())
+		h.broadcast() // callers waiting to join it look again
 	} else if ours {
 		w.state = StateStopping
 	}
@@ -122,12 +124,16 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 	return inst, inst.release, nil
 }
 
-// checkin takes an instance back from its caller: warm for its keep-alive,
-// or dropped when it has none, has been given up, or the host stopped.
+// checkin takes a stream back from its caller, giving back what it added
+// to the lease. The last stream's check-in makes the instance warm for its
+// keep-alive, or drops it when it has none, has been given up, or the host
+// stopped.
 func (h *Host) checkin(w *worker) {
+	h.shrinkFor(w)
 	now := time.Now()
 	h.mu.Lock()
-	if w.state != StateBusy { // shutdown or a lost lease claimed it
+	if w.state != StateBusy || w.streams > 0 { // others still use it, or shutdown or a lost lease claimed it
+		h.broadcast() // a stream is free
 		h.mu.Unlock()
 		return
 	}

@@ -52,15 +52,18 @@ type InstanceStatus struct {
 	GPU        string // UUID, or "cpu"
 	GPUIndex   int    // -1 for cpu
 	PID        int
-	LeaseBytes int64
-	Memory     plugins.MemoryReport // the backend's own report
-	Info       plugins.Info         // what the running process said at start
-	Started    time.Time
-	LastUsed   time.Time
-	Idle       time.Duration // how long it has been idle (0 unless idle)
-	KeepAlive  time.Duration
-	Restarts   int
-	Failed     string // why it was given up
+	LeaseBytes int64 // its size now: the first stream's and one per stream added
+	// Streams is how many callers it serves now, MaxStreams the most it
+	// takes and PeakStreams the most it has served at once (issue 26).
+	Streams, MaxStreams, PeakStreams int
+	Memory                           plugins.MemoryReport // the backend's own report
+	Info                             plugins.Info         // what the running process said at start
+	Started                          time.Time
+	LastUsed                         time.Time
+	Idle                             time.Duration // how long it has been idle (0 unless idle)
+	KeepAlive                        time.Duration
+	Restarts                         int
+	Failed                           string // why it was given up
 }
 
 // scan runs discovery and logs each newly refused file once.
@@ -111,7 +114,8 @@ func (h *Host) instances() []InstanceStatus {
 	for _, w := range h.workers {
 		s := InstanceStatus{
 			ID: w.id, Backend: w.bin.Name, Model: w.spec.Load.ModelPath, State: w.state, Lease: w.lease.ID,
-			GPU: w.lease.GPU, GPUIndex: w.lease.GPUIndex, LeaseBytes: w.lease.Bytes, Memory: w.memory,
+			GPU: w.lease.GPU, GPUIndex: w.lease.GPUIndex, LeaseBytes: w.bytes, Memory: w.memory,
+			Streams: w.streams, MaxStreams: w.maxStreams, PeakStreams: w.peakStreams,
 			Started: w.started, LastUsed: w.lastUsed, KeepAlive: w.keepAlive, Restarts: w.restarts, Info: w.info,
 		}
 		if w.proc != nil {

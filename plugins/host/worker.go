@@ -53,8 +53,16 @@ type worker struct {
 	failed   error  // set once the worker is given up
 	discard  string // set by Discard: drop at check-in, for this reason
 
+	// Streams (streams.go): callers holding the instance now, the most it
+	// takes, the most it has had at once, and its lease's size now (the
+	// granted w.lease.Bytes is the first stream's).
+	streams, maxStreams, peakStreams int
+	bytes                            int64
+	grown                            []int64 // what each stream after the first added to the lease
+
 	markMu sync.Mutex // serializes syncReclaimable
 	marked bool       // the engine has the lease as reclaimable
+	sizeMu sync.Mutex // serializes resizeBy
 }
 
 // key says which warm instances can serve a spec: same backend, model,
@@ -72,12 +80,14 @@ func keyOf(s Spec) key {
 	return key{backend: s.Backend, model: s.Load.ModelPath, options: b.String(), device: s.Device.String()}
 }
 
-// Instance is a warm backend checked out to one caller by Acquire. Its
-// methods may be called until the release function from Acquire runs;
-// after that they fail with ErrReleased.
+// Instance is a warm backend checked out to one caller by Acquire (one
+// stream of it, when its spec allows several: streams.go). Its methods may
+// be called until the release function from Acquire runs; after that they
+// fail with ErrReleased.
 type Instance struct {
 	h        *Host
 	w        *worker
+	added    int64 // what this stream's joining added to the lease (0: it started the instance or took it warm)
 	mu       sync.Mutex
 	released bool
 }
@@ -88,8 +98,27 @@ func (i *Instance) ID() string { return i.w.id }
 // Backend is the backend's name.
 func (i *Instance) Backend() string { return i.w.bin.Name }
 
-// Lease is the instance's lease as granted: its ID, GPU and size.
-func (i *Instance) Lease() placement.Lease { return i.w.lease }
+// Lease is the instance's lease: its ID, GPU and size now (the first
+// stream's size grown by the streams it serves).
+func (i *Instance) Lease() placement.Lease {
+	i.h.mu.Lock()
+	defer i.h.mu.Unlock()
+	l := i.w.lease
+	l.Bytes = i.w.bytes
+	return l
+}
+
+// StreamBytes is what this caller's stream added to the lease: 0 for the
+// stream that started the instance (or took it warm), one stream's
+// estimate for a caller that joined it (streams.go).
+func (i *Instance) StreamBytes() int64 { return i.added }
+
+// Streams is how many callers the instance serves now.
+func (i *Instance) Streams() int {
+	i.h.mu.Lock()
+	defer i.h.mu.Unlock()
+	return i.w.streams
+}
 
 // Memory is what the backend reported it allocated when it last loaded
 // the model (after a restart: the reload's report).
@@ -176,6 +205,9 @@ func crashedErr(p *process, err error) bool {
 // second call then runs on the new process. Progress and segments are
 // repaired on the way in (sanitizer): no NaN, ±Inf or negative time passes.
 func (i *Instance) Transcribe(ctx context.Context, req plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
+	i.h.mu.Lock()
+	i.h.awaitRestart(ctx, i.w) // another stream's call is restarting the backend: use the new process
+	i.h.mu.Unlock()
 	p, err := i.current()
 	if err != nil {
 		return plugins.Result{}, err
