@@ -1,0 +1,102 @@
+//go:build whisper
+
+package whisper
+
+import (
+	"context"
+	"sync"
+)
+
+// gate admits up to limit streams (Transcribe calls, each on its own
+// whisper_state) at once, or one exclusive holder (Load, Unload) alone. A
+// waiting exclusive holder keeps new streams out, so a load is not starved
+// by a steady flow of calls. Waits end with their context.
+type gate struct {
+	mu       sync.Mutex
+	limit    int  // streams admitted at once, at least 1
+	streams  int  // streams admitted now
+	excl     bool // an exclusive holder is in
+	exclWait int  // exclusive holders waiting
+	changed  chan struct{}
+}
+
+func newGate(limit int) *gate {
+	return &gate{limit: max(limit, 1), changed: make(chan struct{})}
+}
+
+// acquire waits until ctx is done or a stream (exclusive: everything) is
+// admitted.
+func (g *gate) acquire(ctx context.Context, exclusive bool) error {
+	g.mu.Lock()
+	if exclusive {
+		g.exclWait++
+	}
+	for {
+		if g.admit(exclusive) {
+			g.mu.Unlock()
+			return nil
+		}
+		changed := g.changed
+		g.mu.Unlock()
+		select {
+		case <-changed:
+			g.mu.Lock()
+		case <-ctx.Done():
+			g.mu.Lock()
+			if exclusive {
+				g.exclWait--
+				g.wake() // streams held back by this waiter may go
+			}
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}
+
+// admit takes a place when there is one; the caller holds mu.
+func (g *gate) admit(exclusive bool) bool {
+	switch {
+	case g.excl:
+		return false
+	case exclusive && g.streams == 0:
+		g.excl, g.exclWait = true, g.exclWait-1
+		return true
+	case !exclusive && g.exclWait == 0 && g.streams < g.limit:
+		g.streams++
+		return true
+	}
+	return false
+}
+
+// release gives back what acquire admitted.
+func (g *gate) release(exclusive bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if exclusive {
+		g.excl = false
+	} else {
+		g.streams--
+	}
+	g.wake()
+}
+
+// setLimit changes how many streams are admitted at once; the caller holds
+// the gate exclusively.
+func (g *gate) setLimit(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.limit = max(n, 1)
+}
+
+// inFlight is the number of streams admitted now.
+func (g *gate) inFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.streams
+}
+
+// wake tells every waiter to look again; the caller holds mu.
+func (g *gate) wake() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
