@@ -10,12 +10,17 @@ var reservedEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SENSEVO
 // Descriptor is what the exec backend tells the daemon: its models are
 // [[models.model]] entries naming an app (dir, command), never files in
 // models_dir; no estimator profile knows an app, so entries set memory.
+// An app takes one transcription at a time (MaxStreams 1) unless its entry
+// declares more with max_streams: the backend then forwards that many at
+// once, and the instance serves that many streams.
 func Descriptor() descriptor.Descriptor {
 	return descriptor.Descriptor{
 		Name:    Name,
 		Formats: []string{descriptor.FormatApp},
 		PathKey: "dir",
-		Devices: []string{descriptor.DeviceCPU, descriptor.DeviceCUDA},
+		// One transcription at a time unless the app declares more.
+		MaxStreams: 1,
+		Devices:    []string{descriptor.DeviceCPU, descriptor.DeviceCUDA},
 		Options: []descriptor.Option{
 			{Name: ExtraCommand, Type: descriptor.TypeList, Required: true,
 				Help: `the command that starts the app, e.g. ["python3", "main.py"]`},
@@ -27,6 +32,8 @@ func Descriptor() descriptor.Descriptor {
 			{Name: ExtraField, Type: descriptor.TypeString, Help: "protocol multipart: the form field of the file"},
 			{Name: ExtraTextJSONPath, Type: descriptor.TypeString, Help: "protocol multipart: where the text is in the JSON answer"},
 			{Name: ExtraStartTimeout, Type: descriptor.TypeDuration, Help: "how long the app may take to answer its health route (default 2m)"},
+			{Name: ExtraMaxStreams, Type: descriptor.TypeInt, Default: "1",
+				Help: "the transcriptions the app takes at once (its concurrency): the backend forwards that many in parallel"},
 		},
 	}
 }
