@@ -21,6 +21,7 @@ import (
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/internal/streamgate"
 	"github.com/wsched/wsched/plugins/whisper/describe"
 )
 
@@ -58,8 +59,8 @@ type Backend struct {
 	sink    *logSink
 	sinkRef cgo.Handle // never deleted: C may log at any time
 	devs    []ggmlDevice
-	regs    []string // ggml backend registries loaded (CPU, CUDA, …)
-	gate    *gate    // streams in flight, or Load/Unload alone
+	regs    []string         // ggml backend registries loaded (CPU, CUDA, …)
+	gate    *streamgate.Gate // streams in flight, or Load/Unload alone
 	tags    atomic.Uint64
 	states  atomic.Int64 // whisper_states allocated now (not the default one)
 	initMu  sync.Mutex   // states are allocated one at a time
@@ -82,7 +83,7 @@ func New(opts Options) *Backend {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = describe.MaxStreams
 	}
-	b := &Backend{opts: opts, log: log, sink: newLogSink(log), gate: newGate(opts.MaxStreams)}
+	b := &Backend{opts: opts, log: log, sink: newLogSink(log), gate: streamgate.New(opts.MaxStreams)}
 	b.sinkRef = cgo.NewHandle(b.sink)
 	installLog(b.sinkRef)
 	loadBackends()
@@ -125,7 +126,7 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 		meta["flash_attn"], meta["threads"] = strconv.FormatBool(m.flashAttn), strconv.Itoa(m.threads)
 		meta["max_streams"] = strconv.Itoa(m.maxStreams)
 	}
-	meta["streams_in_flight"] = strconv.Itoa(b.gate.inFlight())
+	meta["streams_in_flight"] = strconv.Itoa(b.gate.InFlight())
 	meta["states_allocated"] = strconv.FormatInt(b.states.Load(), 10)
 	b.mu.Unlock()
 	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta, Descriptor: describe.Descriptor()}, nil
@@ -174,10 +175,10 @@ func (b *Backend) usable() error {
 
 // Unload frees the model once the calls in flight have ended.
 func (b *Backend) Unload(ctx context.Context) error {
-	if err := b.gate.acquire(ctx, true); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fmt.Errorf("whisper unload: %w", err)
 	}
-	defer b.gate.release(true)
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	return nil
 }

@@ -56,10 +56,10 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 			return fail(fmt.Errorf("VAD model: %w", err))
 		}
 	}
-	if err := b.gate.acquire(ctx, true); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fail(err)
 	}
-	defer b.gate.release(true)
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	m, err := b.initModel(req, cp, dev)
 	if err != nil {
@@ -70,7 +70,7 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 		return fail(err)
 	}
 	m.maxStreams = streams
-	b.gate.setLimit(streams)
+	b.gate.SetLimit(streams)
 	b.mu.Lock()
 	b.model = m
 	b.mu.Unlock()

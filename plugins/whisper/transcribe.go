@@ -47,10 +47,10 @@ func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest,
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.gate.acquire(ctx, false); err != nil {
+	if err := b.gate.Acquire(ctx, false); err != nil {
 		return fail(err)
 	}
-	defer b.gate.release(false)
+	defer b.gate.Release(false)
 	if err := b.ready(); err != nil { // unloaded or broken while the audio decoded
 		return fail(err)
 	}

@@ -1,17 +1,18 @@
-//go:build whisper
-
-package whisper
+// Package streamgate admits a backend's concurrent streams: up to a limit
+// of Transcribe calls at once, or one exclusive holder (Load, Unload)
+// alone, each wait ending with its context (issue 26: streams that share one
+// instance).
+package streamgate
 
 import (
 	"context"
 	"sync"
 )
 
-// gate admits up to limit streams (Transcribe calls, each on its own
-// whisper_state) at once, or one exclusive holder (Load, Unload) alone. A
+// Gate admits up to limit streams (Transcribe calls) at once, or one exclusive holder (Load, Unload) alone. A
 // waiting exclusive holder keeps new streams out, so a load is not starved
 // by a steady flow of calls. Waits end with their context.
-type gate struct {
+type Gate struct {
 	mu       sync.Mutex
 	limit    int  // streams admitted at once, at least 1
 	streams  int  // streams admitted now
@@ -20,13 +21,14 @@ type gate struct {
 	changed  chan struct{}
 }
 
-func newGate(limit int) *gate {
-	return &gate{limit: max(limit, 1), changed: make(chan struct{})}
+// New returns a Gate admitting limit streams (at least 1).
+func New(limit int) *Gate {
+	return &Gate{limit: max(limit, 1), changed: make(chan struct{})}
 }
 
-// acquire waits until ctx is done or a stream (exclusive: everything) is
+// Acquire waits until ctx is done or a stream (exclusive: everything) is
 // admitted.
-func (g *gate) acquire(ctx context.Context, exclusive bool) error {
+func (g *Gate) Acquire(ctx context.Context, exclusive bool) error {
 	g.mu.Lock()
 	if exclusive {
 		g.exclWait++
@@ -54,7 +56,7 @@ func (g *gate) acquire(ctx context.Context, exclusive bool) error {
 }
 
 // admit takes a place when there is one; the caller holds mu.
-func (g *gate) admit(exclusive bool) bool {
+func (g *Gate) admit(exclusive bool) bool {
 	switch {
 	case g.excl:
 		return false
@@ -68,8 +70,8 @@ func (g *gate) admit(exclusive bool) bool {
 	return false
 }
 
-// release gives back what acquire admitted.
-func (g *gate) release(exclusive bool) {
+// Release gives back what Acquire admitted.
+func (g *Gate) Release(exclusive bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if exclusive {
@@ -80,23 +82,23 @@ func (g *gate) release(exclusive bool) {
 	g.wake()
 }
 
-// setLimit changes how many streams are admitted at once; the caller holds
+// SetLimit changes how many streams are admitted at once; the caller holds
 // the gate exclusively.
-func (g *gate) setLimit(n int) {
+func (g *Gate) SetLimit(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.limit = max(n, 1)
 }
 
-// inFlight is the number of streams admitted now.
-func (g *gate) inFlight() int {
+// InFlight is the number of streams admitted now.
+func (g *Gate) InFlight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.streams
 }
 
 // wake tells every waiter to look again; the caller holds mu.
-func (g *gate) wake() {
+func (g *Gate) wake() {
 	close(g.changed)
 	g.changed = make(chan struct{})
 }
