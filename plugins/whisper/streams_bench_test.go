@@ -34,8 +34,9 @@ var streamCounts = []int{1, 2, 4, 8}
 //
 // Both use the same threads per stream (WSCHED_BENCH_THREADS, default 1:
 // on a machine of few cores, more threads per call hide what streams
-// add). Each iteration runs every N both ways, alternating which goes
-// first; the table gives the median throughput of each and the ratio:
+// add). Each iteration runs every N both ways back to back (a fresh load
+// each, alternating which goes first, so drift on a shared machine favours
+// neither); the table gives the median throughput of each and the ratio:
 //
 //	eval "$(make -s whisper-env)" && go test -tags whisper -run '^$' -bench BenchmarkStreams$ -benchtime 3x ./plugins/whisper/
 func BenchmarkStreams(b *testing.B) {
@@ -62,10 +63,10 @@ func BenchmarkStreams(b *testing.B) {
 	}
 	round := 0
 	for b.Loop() {
-		for k := range modes {
-			m := modes[(round+k)%len(modes)]
-			load(m.streams)
-			for _, n := range streamCounts {
+		for _, n := range streamCounts {
+			for k := range modes { // both ways back to back, alternating which goes first
+				m := modes[(round+k)%len(modes)]
+				load(m.streams)
 				wall := runConcurrent(b, be, wav, n)
 				rates[m.name][n] = append(rates[m.name][n], float64(n)*secs/wall.Seconds())
 			}

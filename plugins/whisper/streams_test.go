@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/plugins"
+	"github.com/wsched/wsched/plugins/plugintest"
 )
 
 // streamsTimeout bounds every wait in these tests.
@@ -52,10 +53,12 @@ func sameReport(a, b plugins.MemoryReport) bool {
 // and every state is freed once the calls end. Each call's progress
 // callback (run by whisper.cpp from inside whisper_full) waits until all n
 // calls have reached theirs: were the calls serialized, the first would
-// wait forever and fail at the bound.
+// wait forever and fail at the bound. The calls go through the real gRPC
+// shims, and StreamMemory with them.
 func TestStreamsRunInParallel(t *testing.T) {
 	const n = 3
 	b := loadStreams(t, n)
+	be := plugintest.Connect(t, b)
 	var (
 		arrived sync.WaitGroup
 		all     = make(chan struct{})
@@ -83,7 +86,7 @@ func TestStreamsRunInParallel(t *testing.T) {
 					return errors.New("the other calls never reached whisper_full: calls are serialized")
 				}
 			}
-			results[i], errs[i] = b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, emit)
+			results[i], errs[i] = be.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, emit)
 		})
 	}
 	calls.Wait()
