@@ -265,3 +265,34 @@ func TestLogSinkTags(t *testing.T) {
 		t.Errorf("untagged failure: trapped %v, call 3's trap holds %d", trapped, len(d.trap))
 	}
 }
+
+// TestStreamsVADOnDefaultState: a model loaded with a VAD model keeps its
+// default state, and a call asking for VAD runs whisper_full on it (VAD
+// lives only there in whisper.cpp 1.9: tiny.en standing in for the VAD
+// model fails exactly there), while a call without VAD still gets a state
+// of its own.
+func TestStreamsVADOnDefaultState(t *testing.T) {
+	b := newBackend(t, Options{FFmpeg: FFmpegNone})
+	if _, err := b.Load(t.Context(), plugins.LoadRequest{ModelPath: tinyEN(t), Device: "cpu", Threads: 1, VADModelPath: tinyEN(t)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Unload(context.Background()) })
+	if !b.model.withState || !sameReport(b.model.stream, wantStream()) {
+		t.Fatalf("withState %v, stream %+v: want the default state, measured", b.model.withState, b.model.stream)
+	}
+	_, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t), VAD: true}, nil)
+	if err == nil || !strings.Contains(err.Error(), "voice activity detection failed") {
+		t.Errorf("VAD call: %v; want whisper_full's VAD failure", err)
+	}
+	var live int64
+	res, err := b.Transcribe(t.Context(), plugins.TranscribeRequest{AudioPath: jfk(t)}, func(plugins.Event) error {
+		live = max(live, b.states.Load())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live != 1 || b.states.Load() != 0 || !sameReport(res.StreamMemory, wantStream()) {
+		t.Errorf("call without VAD: %d states during, %d after, StreamMemory %+v; want its own state", live, b.states.Load(), res.StreamMemory)
+	}
+}
