@@ -11,8 +11,9 @@ var reservedEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SENSEVO
 // [[models.model]] entries naming an app (dir, command), never files in
 // models_dir; no estimator profile knows an app, so entries set memory.
 // An app takes one transcription at a time (MaxStreams 1) unless its entry
-// declares more with max_streams: the backend then forwards that many at
-// once, and the instance serves that many streams.
+// declares more with the [[models.model]] key max_streams, which the host
+// reads and forwards as LoadRequest.Extra["max_streams"]: the backend then
+// forwards that many calls to the app at once.
 func Descriptor() descriptor.Descriptor {
 	return descriptor.Descriptor{
 		Name:    Name,
@@ -32,8 +33,6 @@ func Descriptor() descriptor.Descriptor {
 			{Name: ExtraField, Type: descriptor.TypeString, Help: "protocol multipart: the form field of the file"},
 			{Name: ExtraTextJSONPath, Type: descriptor.TypeString, Help: "protocol multipart: where the text is in the JSON answer"},
 			{Name: ExtraStartTimeout, Type: descriptor.TypeDuration, Help: "how long the app may take to answer its health route (default 2m)"},
-			{Name: ExtraMaxStreams, Type: descriptor.TypeInt, Default: "1",
-				Help: "the transcriptions the app takes at once (its concurrency): the backend forwards that many in parallel"},
 		},
 	}
 }

@@ -40,9 +40,9 @@ const (
 	ExtraField        = "field"
 	ExtraTextJSONPath = "text_json_path"
 	ExtraStartTimeout = "start_timeout"
-	// ExtraMaxStreams is the concurrency the app takes: how many
-	// transcriptions the backend forwards to it at once (default 1). The
-	// host sends at most the instance's max_streams, this value.
+	// ExtraMaxStreams is the concurrency the app takes: the entry's
+	// max_streams as the host forwards it, how many transcriptions the
+	// backend forwards to the app at once (default 1).
 	ExtraMaxStreams = "max_streams"
 )
 

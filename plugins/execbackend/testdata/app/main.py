@@ -17,7 +17,7 @@ Test knobs (environment):
   APP_GPU_BYTES  allocate this much GPU memory at start through the driver API
                  (libcuda, ctypes) on SENSEVOICE_DEVICE, as a model load would.
   APP_BARRIER    N: each transcription waits (at most APP_BARRIER_TIMEOUT seconds,
-                 default 30) until N transcriptions are in flight at once; the
+                 default 30) until N transcriptions have been in flight at once; the
                  transcript ends with " inflight=K", the most seen at once.
 """
 import json
@@ -38,7 +38,7 @@ STATE = os.environ.get("APP_STATE_DIR", "")
 
 def state_file(name, text):
     if STATE:
-        tmp = os.path.join(STATE, name + ".tmp")
+        tmp = os.path.join(STATE, "%s.tmp.%d" % (name, threading.get_ident()))  # requests run concurrently
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, os.path.join(STATE, name))
@@ -110,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
             INFLIGHT.now += 1
             INFLIGHT.peak = max(INFLIGHT.peak, INFLIGHT.now)
             INFLIGHT.notify_all()
-            INFLIGHT.wait_for(lambda: INFLIGHT.now >= n, timeout)
+            INFLIGHT.wait_for(lambda: INFLIGHT.peak >= n, timeout)  # once met, met for all
             peak = INFLIGHT.peak
         try:
             self.transcribe(fields, files, " inflight=%d" % peak)
