@@ -139,6 +139,11 @@ func (bt *batcher) decode(jobs []*decodeJob) {
 			bt.rec.Decode(s)
 		}
 	}
+	bt.mu.Lock() // counted before any caller has its result
+	bt.stats.Runs += runs
+	bt.stats.Pieces += len(jobs)
+	bt.stats.Largest = max(bt.stats.Largest, len(jobs))
+	bt.mu.Unlock()
 	for i, j := range jobs {
 		var r recognition
 		if res := streams[i].GetResult(); res != nil {
@@ -147,11 +152,6 @@ func (bt *batcher) decode(jobs []*decodeJob) {
 		so.DeleteOfflineStream(streams[i])
 		j.out <- r
 	}
-	bt.mu.Lock()
-	bt.stats.Runs += runs
-	bt.stats.Pieces += len(jobs)
-	bt.stats.Largest = max(bt.stats.Largest, len(jobs))
-	bt.mu.Unlock()
 }
 
 // statsNow returns the counts so far.
