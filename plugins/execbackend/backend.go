@@ -25,16 +25,18 @@ type Options struct {
 }
 
 // Backend is an existing app as a plugins.Backend. It runs at most one app
-// at a time; Transcribe calls may run concurrently (the app decides how it
-// serves them).
+// at a time and forwards up to the app's max_streams Transcribe calls to it
+// at once, in parallel (the app decides how it serves them); further calls
+// wait.
 type Backend struct {
 	opts   Options
 	log    *slog.Logger
 	client *http.Client // keeps connections to the app alive between calls
 
-	mu     sync.Mutex
-	app    *app // nil when none runs
-	device string
+	mu      sync.Mutex
+	app     *app // nil when none runs
+	device  string
+	streams chan struct{} // the app's max_streams places; one per call forwarded
 }
 
 var _ plugins.Backend = (*Backend)(nil)
@@ -51,8 +53,8 @@ func New(opts Options) *Backend {
 		opts.StopGrace = defaultStopGracePeriod
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil // the app is on loopback: never through an HTTP proxy
-	tr.MaxIdleConnsPerHost = 16
+	tr.Proxy = nil              // the app is on loopback: never through an HTTP proxy
+	tr.MaxIdleConnsPerHost = 64 // an app's streams keep their connections
 	return &Backend{opts: opts, log: opts.Log, client: &http.Client{Transport: tr}}
 }
 
@@ -75,6 +77,7 @@ func (b *Backend) Info(context.Context) (plugins.Info, error) {
 		info.Metadata["app"], info.Metadata["command"], info.Metadata["dir"] = a.s.Name, a.s.commandLine(), a.s.Dir
 		info.Metadata["url"], info.Metadata["device"], info.Metadata["pid"] = a.base, dev, strconv.Itoa(a.pid)
 		info.Metadata["protocol"] = a.s.Protocol
+		info.Metadata["max_streams"] = strconv.Itoa(a.s.MaxStreams)
 		info.PIDs = groupPIDs(a.pid)
 	}
 	return info, nil
@@ -110,9 +113,9 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 		return plugins.MemoryReport{}, fmt.Errorf("exec backend: %w: %w", plugins.ErrBadModel, err)
 	}
 	b.mu.Lock()
-	b.app, b.device = a, req.Device
+	b.app, b.device, b.streams = a, req.Device, make(chan struct{}, s.MaxStreams)
 	b.mu.Unlock()
-	b.log.Info("app serving", "app", s.Name, "pid", a.pid, "url", a.base, "device", req.Device)
+	b.log.Info("app serving", "app", s.Name, "pid", a.pid, "url", a.base, "device", req.Device, "max_streams", s.MaxStreams)
 	// The app's memory is its own business: the lease (the entry's memory)
 	// is all that is known, and NVML readings of its processes the rest.
 	return plugins.MemoryReport{}, nil
@@ -153,14 +156,20 @@ func (b *Backend) Health(ctx context.Context) error {
 
 // running returns the app, or why there is none.
 func (b *Backend) running() (*app, error) {
+	a, _, err := b.runningStreams()
+	return a, err
+}
+
+// runningStreams returns the app and its stream places.
+func (b *Backend) runningStreams() (*app, chan struct{}, error) {
 	b.mu.Lock()
-	a := b.app
+	a, streams := b.app, b.streams
 	b.mu.Unlock()
 	switch {
 	case a == nil:
-		return nil, fmt.Errorf("exec backend: %w: no app running", plugins.ErrNotLoaded)
+		return nil, nil, fmt.Errorf("exec backend: %w: no app running", plugins.ErrNotLoaded)
 	case a.exited():
-		return nil, fmt.Errorf("exec backend: %w: %s", plugins.ErrUnavailable, a.exitNote())
+		return nil, nil, fmt.Errorf("exec backend: %w: %s", plugins.ErrUnavailable, a.exitNote())
 	}
-	return a, nil
+	return a, streams, nil
 }

@@ -10,12 +10,18 @@ var reservedEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SENSEVO
 // Descriptor is what the exec backend tells the daemon: its models are
 // [[models.model]] entries naming an app (dir, command), never files in
 // models_dir; no estimator profile knows an app, so entries set memory.
+// An app takes one transcription at a time (MaxStreams 1) unless its entry
+// declares more with the [[models.model]] key max_streams, which the host
+// reads and forwards as LoadRequest.Extra["max_streams"]: the backend then
+// forwards that many calls to the app at once.
 func Descriptor() descriptor.Descriptor {
 	return descriptor.Descriptor{
 		Name:    Name,
 		Formats: []string{descriptor.FormatApp},
 		PathKey: "dir",
-		Devices: []string{descriptor.DeviceCPU, descriptor.DeviceCUDA},
+		// One transcription at a time unless the app declares more.
+		MaxStreams: 1,
+		Devices:    []string{descriptor.DeviceCPU, descriptor.DeviceCUDA},
 		Options: []descriptor.Option{
 			{Name: ExtraCommand, Type: descriptor.TypeList, Required: true,
 				Help: `the command that starts the app, e.g. ["python3", "main.py"]`},

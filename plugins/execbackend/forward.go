@@ -27,10 +27,19 @@ const maxAnswer = 64 << 20
 // (the host restarts the backend, and with it the app, under the same
 // lease); 400/413/415/422 answers are plugins.ErrBadAudio; an answer saying
 // "out of memory" is plugins.ErrOutOfMemory.
+//
+// Up to the app's max_streams calls are forwarded at once; a further call
+// waits for a place (or its ctx).
 func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
-	a, err := b.running()
+	a, streams, err := b.runningStreams()
 	if err != nil {
 		return plugins.Result{}, err
+	}
+	select {
+	case streams <- struct{}{}:
+		defer func() { <-streams }()
+	case <-ctx.Done():
+		return plugins.Result{}, fmt.Errorf("exec backend: app %q: waiting for a stream: %w", a.s.Name, ctx.Err())
 	}
 	if req.VAD || !req.VADParams.IsZero() {
 		return plugins.Result{}, fmt.Errorf("exec backend: app %q: %w: voice activity detection is not available: the app gets the audio as it is (submit without vad)", a.s.Name, plugins.ErrBadRequest)

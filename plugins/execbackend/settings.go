@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,10 @@ const (
 	ExtraField        = "field"
 	ExtraTextJSONPath = "text_json_path"
 	ExtraStartTimeout = "start_timeout"
+	// ExtraMaxStreams is the concurrency the app takes: the entry's
+	// max_streams as the host forwards it, how many transcriptions the
+	// backend forwards to the app at once (default 1).
+	ExtraMaxStreams = "max_streams"
 )
 
 // Defaults for the settings a model entry leaves out.
@@ -64,6 +69,7 @@ type Settings struct {
 	Field        string // multipart: the file's form field
 	TextJSONPath string // multipart: where the text is in the answer
 	StartTimeout time.Duration
+	MaxStreams   int // transcriptions forwarded at once, at least 1
 }
 
 // Extra encodes s (all but Dir, which travels as the model path) for a
@@ -84,6 +90,9 @@ func (s Settings) Extra() map[string]string {
 	if s.StartTimeout > 0 {
 		out[ExtraStartTimeout] = s.StartTimeout.String()
 	}
+	if s.MaxStreams > 0 {
+		out[ExtraMaxStreams] = strconv.Itoa(s.MaxStreams)
+	}
 	return out
 }
 
@@ -92,7 +101,7 @@ func (s Settings) Extra() map[string]string {
 func ParseSettings(req plugins.LoadRequest) (Settings, error) {
 	x := req.Extra
 	s := Settings{Name: cmp.Or(x[ExtraName], req.ModelName), Dir: req.ModelPath, Health: x[ExtraHealth], Protocol: x[ExtraProtocol],
-		Path: x[ExtraPath], Field: x[ExtraField], TextJSONPath: x[ExtraTextJSONPath], StartTimeout: DefaultStartTimeout}
+		Path: x[ExtraPath], Field: x[ExtraField], TextJSONPath: x[ExtraTextJSONPath], StartTimeout: DefaultStartTimeout, MaxStreams: 1}
 	if err := json.Unmarshal([]byte(x[ExtraCommand]), &s.Command); err != nil || len(s.Command) == 0 || s.Command[0] == "" {
 		return s, fmt.Errorf("%w: %s=%q: want a JSON array naming the app's command", plugins.ErrBadRequest, ExtraCommand, x[ExtraCommand])
 	}
@@ -107,6 +116,13 @@ func ParseSettings(req plugins.LoadRequest) (Settings, error) {
 			return s, fmt.Errorf("%w: %s=%q: want a duration above 0", plugins.ErrBadRequest, ExtraStartTimeout, v)
 		}
 		s.StartTimeout = d
+	}
+	if v := x[ExtraMaxStreams]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("%w: %s=%q: want a positive count", plugins.ErrBadRequest, ExtraMaxStreams, v)
+		}
+		s.MaxStreams = n
 	}
 	if s.Name == "" {
 		s.Name = strings.Join(s.Command, " ")
@@ -152,12 +168,14 @@ func (s Settings) withDefaults() (Settings, error) {
 func (s Settings) commandLine() string { return strings.Join(s.Command, " ") }
 
 // envList is the app's environment: base (the backend's own, which is the
-// lease's), the entry's env, then the variables the backend owns.
+// lease's), the entry's env, then the variables the backend owns
+// (WSCHED_MAX_STREAMS tells the app the concurrency it declared).
 func (s Settings) envList(base []string, device string, port int) []string {
 	env := slices.Clone(base)
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		env = append(env, k+"="+s.Env[k])
 	}
 	p := fmt.Sprint(port)
-	return append(env, "SENSEVOICE_DEVICE="+device, "SENSEVOICE_HOST=127.0.0.1", "SENSEVOICE_PORT="+p, "PORT="+p)
+	return append(env, "SENSEVOICE_DEVICE="+device, "SENSEVOICE_HOST=127.0.0.1", "SENSEVOICE_PORT="+p, "PORT="+p,
+		"WSCHED_MAX_STREAMS="+strconv.Itoa(max(s.MaxStreams, 1)))
 }

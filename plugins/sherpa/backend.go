@@ -17,9 +17,11 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/internal/streamgate"
 	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
@@ -36,16 +38,25 @@ type Options struct {
 	// FFmpeg decodes audio that is not PCM/float WAV: "" looks "ffmpeg" up
 	// on PATH, FFmpegNone disables it, anything else is its path.
 	FFmpeg string
+	// MaxStreams is how many Transcribe calls run at once on a loaded
+	// model, their pieces decoded together (0: modeldir.MaxStreams); a
+	// Load's Extra["max_streams"] overrides it for that model.
+	MaxStreams int
+	// BatchWindow is how long a piece waits for the other calls' pieces
+	// before its batch decodes (0: DefaultBatchWindow).
+	BatchWindow time.Duration
 }
 
 // Backend is sherpa-onnx as a plugins.Backend. It holds one recognizer and
-// runs one decode at a time: concurrent Transcribe calls decode their
-// audio in parallel, then queue.
+// serves up to max_streams Transcribe calls at once (issue 26): each
+// decodes and cuts its audio on its own, and the pieces of the calls in
+// flight are decoded together, one DecodeStreams per batch (see batcher);
+// further calls wait. Load and Unload wait for the calls in flight.
 type Backend struct {
 	opts Options
 	log  *slog.Logger
-	sem  chan struct{} // held during every recognizer call
-	cuda string        // the CUDA provider library; "" when ONNX Runtime has none
+	gate *streamgate.Gate // streams in flight, or Load/Unload alone
+	cuda string           // the CUDA provider library; "" when ONNX Runtime has none
 
 	mu    sync.Mutex
 	model *model // nil when none is loaded
@@ -59,7 +70,13 @@ func New(opts Options) *Backend {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{opts: opts, log: log, sem: make(chan struct{}, 1), cuda: cudaProvider()}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = modeldir.MaxStreams
+	}
+	if opts.BatchWindow <= 0 {
+		opts.BatchWindow = DefaultBatchWindow
+	}
+	return &Backend{opts: opts, log: log, gate: streamgate.New(opts.MaxStreams), cuda: cudaProvider()}
 }
 
 // Info reports the backend, its ONNX Runtime's providers, the loaded model
@@ -87,6 +104,7 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	if m := b.model; m != nil {
 		meta["model"], meta["kind"], meta["device"], meta["provider"] = m.dir.Path, string(m.dir.Kind), m.device, m.provider
 		meta["threads"], meta["vad"] = strconv.Itoa(m.threads), strconv.FormatBool(m.vadModel != "")
+		meta["max_streams"] = strconv.Itoa(m.maxStreams)
 		if m.dir.Kind == modeldir.SenseVoice {
 			meta["language"], meta["itn"] = m.language, strconv.FormatBool(m.itn)
 		}
@@ -101,17 +119,17 @@ const SherpaVersion = "v1.12.0"
 // Health is always fine: sherpa-onnx has no state that breaks.
 func (b *Backend) Health(ctx context.Context) error { return ctx.Err() }
 
-// Unload frees the recognizer.
+// Unload frees the recognizer once the calls in flight have ended.
 func (b *Backend) Unload(ctx context.Context) error {
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fmt.Errorf("sherpa unload: %w", err)
 	}
-	defer b.release()
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	return nil
 }
 
-// unloadLocked frees the model; the caller holds sem.
+// unloadLocked frees the model; the caller holds the gate exclusively.
 func (b *Backend) unloadLocked() {
 	b.mu.Lock()
 	m := b.model
@@ -122,17 +140,6 @@ func (b *Backend) unloadLocked() {
 		b.log.Info("unloaded model", "model", m.dir.Path)
 	}
 }
-
-func (b *Backend) acquire(ctx context.Context) error {
-	select {
-	case b.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (b *Backend) release() { <-b.sem }
 
 // ffmpeg returns the ffmpeg to use, or "".
 func (b *Backend) ffmpeg() string { return audio.FFmpegPath(b.opts.FFmpeg) }

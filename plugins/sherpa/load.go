@@ -18,6 +18,10 @@ import (
 )
 
 // SenseVoice languages sherpa-onnx knows ("" and "auto" detect).
+// ExtraMaxStreams in a LoadRequest's Extra is the instance's max_streams:
+// how many Transcribe calls run at once (default Options.MaxStreams).
+const ExtraMaxStreams = "max_streams"
+
 var senseVoiceLanguages = map[string]bool{"auto": true, "zh": true, "en": true, "ja": true, "ko": true, "yue": true}
 
 // model is a loaded recognizer and what it was loaded with.
@@ -31,9 +35,15 @@ type model struct {
 	itn      bool   // SenseVoice: inverse text normalization
 	vadModel string // silero VAD model; "" when none
 	report   plugins.MemoryReport
+	// maxStreams is how many calls run at once; batch decodes their pieces.
+	maxStreams int
+	batch      *batcher
 }
 
-func (m *model) free() { so.DeleteOfflineRecognizer(m.rec) }
+func (m *model) free() {
+	m.batch.stop()
+	so.DeleteOfflineRecognizer(m.rec)
+}
 
 // Load opens the model directory (see modeldir.OpenDir), checks it the way
 // sherpa-onnx would (it exits the process on missing metadata), and creates
@@ -55,10 +65,10 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fail(err)
 	}
-	defer b.release()
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	before := residentBytes()
 	m.rec = so.NewOfflineRecognizer(m.config())
@@ -67,6 +77,8 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 	}
 	grown := max(residentBytes()-before, 0)
 	m.report = plugins.MemoryReport{ModelBytes: grown, TotalBytes: grown}
+	m.batch = newBatcher(m.rec, m.dir.Kind, m.maxStreams, b.opts.BatchWindow)
+	b.gate.SetLimit(m.maxStreams)
 	if err := ctx.Err(); err != nil { // the host gave up waiting: do not keep it
 		m.free()
 		return fail(err)
@@ -92,7 +104,14 @@ func (b *Backend) prepare(req plugins.LoadRequest) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &model{dir: dir, device: dev, provider: provider, threads: req.Threads, itn: true, vadModel: req.VADModelPath}
+	m := &model{dir: dir, device: dev, provider: provider, threads: req.Threads, itn: true, vadModel: req.VADModelPath, maxStreams: b.opts.MaxStreams}
+	if v := req.Extra[ExtraMaxStreams]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: %s=%q: want a positive count", plugins.ErrBadRequest, ExtraMaxStreams, v)
+		}
+		m.maxStreams = n
+	}
 	if m.threads == 0 {
 		m.threads = min(runtime.NumCPU(), 4)
 	}

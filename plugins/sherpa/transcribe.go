@@ -31,6 +31,11 @@ type piece struct {
 // and ITN are the ones given at Load: a SenseVoice recognizer cannot change
 // them per call, so a request's language is only reported when the model
 // did not detect one. Translation is not supported.
+//
+// Up to max_streams calls run at once: each piece is decoded in one
+// DecodeStreams batch with the pieces of the other calls in flight (see
+// batcher). The Result has no StreamMemory: ONNX Runtime reports no
+// buffers, and a batch's memory is not one call's.
 func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest, emit func(plugins.Event) error) (plugins.Result, error) {
 	fail := func(err error) (plugins.Result, error) {
 		return plugins.Result{}, fmt.Errorf("sherpa transcribe %s: %w", req.AudioPath, err)
@@ -45,14 +50,16 @@ func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest,
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, false); err != nil {
 		return fail(err)
 	}
-	defer b.release()
+	defer b.gate.Release(false)
 	m := b.loaded() // unloaded or replaced while the audio decoded?
 	if m == nil {
 		return fail(plugins.ErrNotLoaded)
 	}
+	m.batch.join()
+	defer m.batch.leave()
 	pieces, err := m.cut(samples, req.VAD, b.log)
 	if err != nil {
 		return fail(err)
@@ -78,7 +85,8 @@ func (b *Backend) decodeAudio(ctx context.Context, path string) ([]float32, erro
 	return audio.ForBackend(ctx, b.ffmpeg(), path)
 }
 
-// decode runs the recognizer on each piece. The caller holds sem.
+// decode runs the recognizer on each piece, in order, each in a batch with
+// the pieces of the other calls in flight. The caller holds a stream.
 func (m *model) decode(ctx context.Context, pieces []piece, total int, emit func(plugins.Event) error) (plugins.Result, error) {
 	var res plugins.Result
 	var text []string
@@ -86,7 +94,10 @@ func (m *model) decode(ctx context.Context, pieces []piece, total int, emit func
 		if err := ctx.Err(); err != nil {
 			return plugins.Result{}, err
 		}
-		r := m.recognize(p.samples)
+		r, err := m.batch.recognize(ctx, p.samples)
+		if err != nil {
+			return plugins.Result{}, err
+		}
 		if res.Language == "" {
 			res.Language = m.languageOf(r)
 		}
@@ -124,18 +135,6 @@ func send(emit func(plugins.Event) error, ev plugins.Event) error {
 
 // recognition is what one decode gave.
 type recognition struct{ text, lang string }
-
-func (m *model) recognize(samples []float32) recognition {
-	s := so.NewOfflineStream(m.rec)
-	defer so.DeleteOfflineStream(s)
-	s.AcceptWaveform(audio.SampleRate, samples)
-	m.rec.Decode(s)
-	r := s.GetResult()
-	if r == nil {
-		return recognition{}
-	}
-	return recognition{text: r.Text, lang: r.Lang}
-}
 
 // languageOf is the language a decode detected ("<|en|>" from SenseVoice,
 // "en" from Whisper), else the one loaded; "" for auto with nothing

@@ -14,12 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
 
 	"github.com/wsched/wsched/estimator/ggml"
 	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/internal/audio"
+	"github.com/wsched/wsched/plugins/internal/streamgate"
 	"github.com/wsched/wsched/plugins/whisper/describe"
 )
 
@@ -36,21 +38,33 @@ type Options struct {
 	// FFmpeg decodes audio that is not PCM/float WAV: "" looks "ffmpeg" up on
 	// PATH at each call, FFmpegNone disables it, anything else is its path.
 	FFmpeg string
+	// MaxStreams is how many Transcribe calls run at once on a loaded
+	// model, each on its own whisper_state; 0: the descriptor's
+	// (describe.MaxStreams). A Load's Extra["max_streams"] overrides it for
+	// that model.
+	MaxStreams int
 }
 
 // Backend is whisper.cpp as a plugins.Backend. It holds one model (one
-// whisper_context with its default state) and runs one whisper.cpp call at
-// a time: concurrent Transcribe calls decode their audio in parallel, then
-// queue. whisper.cpp's log callback and ggml's backend registry are process-
-// wide, so a process runs one Backend.
+// whisper_context: the weights, loaded once) and serves up to max_streams
+// Transcribe calls at once, each on a whisper_state of its own allocated
+// when the call starts and freed when it ends, so the process's memory
+// follows the streams in flight (issue 26); further calls wait. Load and
+// Unload wait for the calls in flight and keep new ones out. whisper.cpp's
+// log callback and ggml's backend registry are process-wide, so a process
+// runs one Backend.
 type Backend struct {
 	opts    Options
 	log     *slog.Logger
 	sink    *logSink
 	sinkRef cgo.Handle // never deleted: C may log at any time
 	devs    []ggmlDevice
-	regs    []string      // ggml backend registries loaded (CPU, CUDA, …)
-	sem     chan struct{} // held during every whisper.cpp call
+	regs    []string         // ggml backend registries loaded (CPU, CUDA, …)
+	gate    *streamgate.Gate // streams in flight, or Load/Unload alone
+	tags    atomic.Uint64
+	states  atomic.Int64 // whisper_states allocated now (not the default one)
+	initMu  sync.Mutex   // states are allocated one at a time
+	vadMu   sync.Mutex   // held by a call on the context's default state (VAD)
 
 	mu     sync.Mutex
 	model  *model // nil when none is loaded
@@ -66,7 +80,10 @@ func New(opts Options) *Backend {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{opts: opts, log: log, sink: &logSink{log: log}, sem: make(chan struct{}, 1)}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = describe.MaxStreams
+	}
+	b := &Backend{opts: opts, log: log, sink: newLogSink(log), gate: streamgate.New(opts.MaxStreams)}
 	b.sinkRef = cgo.NewHandle(b.sink)
 	installLog(b.sinkRef)
 	loadBackends()
@@ -107,7 +124,10 @@ func (b *Backend) Info(ctx context.Context) (plugins.Info, error) {
 	if m := b.model; m != nil {
 		meta["model"], meta["device"] = m.path, m.device
 		meta["flash_attn"], meta["threads"] = strconv.FormatBool(m.flashAttn), strconv.Itoa(m.threads)
+		meta["max_streams"] = strconv.Itoa(m.maxStreams)
 	}
+	meta["streams_in_flight"] = strconv.Itoa(b.gate.InFlight())
+	meta["states_allocated"] = strconv.FormatInt(b.states.Load(), 10)
 	b.mu.Unlock()
 	return plugins.Info{Name: Name, Version: version, ModelFormats: []string{"ggml"}, Devices: kinds, Metadata: meta, Descriptor: describe.Descriptor()}, nil
 }
@@ -153,17 +173,17 @@ func (b *Backend) usable() error {
 	return nil
 }
 
-// Unload frees the model.
+// Unload frees the model once the calls in flight have ended.
 func (b *Backend) Unload(ctx context.Context) error {
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fmt.Errorf("whisper unload: %w", err)
 	}
-	defer b.release()
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	return nil
 }
 
-// unloadLocked frees the model; the caller holds sem. A broken backend's
+// unloadLocked frees the model; the caller holds the gate exclusively. A broken backend's
 // model stays allocated: a parked thread may still be inside it.
 func (b *Backend) unloadLocked() {
 	b.mu.Lock()
@@ -176,30 +196,19 @@ func (b *Backend) unloadLocked() {
 	}
 }
 
-// acquire waits for the whisper.cpp call slot or ctx.
-func (b *Backend) acquire(ctx context.Context) error {
-	select {
-	case b.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (b *Backend) release() { <-b.sem }
-
 // errTrapped marks a call that ended in the allocation-failure trap.
 var errTrapped = errors.New("whisper.cpp failed to allocate memory")
 
-// call runs fn, one blocking whisper.cpp call, on its own goroutine with the
-// log collected and the allocation-failure trap armed (see parkForever). The
-// caller holds sem. After a trapped call the backend is broken and fn's
-// goroutine never returns.
-func (b *Backend) call(fn func()) ([]logLine, error) {
-	var lines []logLine
-	trap := make(chan string, 1)
+// newTag names one blocking whisper.cpp call in the log (never 0).
+func (b *Backend) newTag() uint64 { return b.tags.Add(1) }
+
+// call runs fn, one blocking whisper.cpp call whose C wrapper tags its log
+// lines with tag, on its own goroutine with those lines collected and the
+// allocation-failure trap armed (see parkForever). After a trapped call the
+// backend is broken and fn's goroutine never returns.
+func (b *Backend) call(tag uint64, fn func()) ([]logLine, error) {
 	installLog(b.sinkRef) // re-claim the process-wide callback
-	b.sink.arm(&lines, trap)
+	c := b.sink.arm(tag)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -207,10 +216,9 @@ func (b *Backend) call(fn func()) ([]logLine, error) {
 	}()
 	select {
 	case <-done:
-		b.sink.disarm()
-		return lines, nil
-	case line := <-trap:
-		b.sink.disarm()
+		return b.sink.disarm(tag), nil
+	case line := <-c.trap:
+		b.sink.disarm(tag)
 		b.mu.Lock()
 		b.broken = "whisper.cpp ran out of memory: " + line
 		b.mu.Unlock()
@@ -221,14 +229,20 @@ func (b *Backend) call(fn func()) ([]logLine, error) {
 
 // model is a loaded whisper_context and what it was loaded with.
 type model struct {
-	ctx          *wcpp.Context
+	ctx *wcpp.Context
+	// withState: the context has its default state (loaded with a VAD
+	// model: whisper.cpp 1.9 runs VAD only in whisper_full, on that state);
+	// calls that ask for VAD use it, one at a time.
+	withState    bool
+	maxStreams   int
 	path         string
 	device       string // "cpu" or "cuda:N"
 	threads      int    // 0: whisper.cpp's default
 	flashAttn    bool
 	multilingual bool
-	vadModel     cString // C copy of the VAD model path; nil p when none
-	report       plugins.MemoryReport
+	vadModel     cString              // C copy of the VAD model path; nil p when none
+	report       plugins.MemoryReport // the weights and one stream, as Load returns it
+	stream       plugins.MemoryReport // one state's buffers, measured at load
 }
 
 func (m *model) free() {

@@ -32,8 +32,14 @@ static void load_backends_once(void) {
 
 void wsched_load_backends(void) { pthread_once(&backends_once, load_backends_once); }
 
+// call_tag names the Go call this thread is running whisper.cpp for (0: none):
+// the wrappers below set it around each blocking call, so a log line reaches
+// the call that caused it even when several calls run at once. Lines from
+// other threads (ggml's worker threads) arrive untagged.
+static __thread uintptr_t call_tag;
+
 static void log_cb(enum ggml_log_level level, const char *text, void *user_data) {
-	wschedLogText((int)level, (char *)text, (uintptr_t)user_data);
+	wschedLogText((int)level, (char *)text, (uintptr_t)user_data, call_tag);
 }
 
 // whisper_log_set also routes ggml's lines; ggml_log_set is called first so the
@@ -95,6 +101,30 @@ struct whisper_full_params *wsched_params_new(enum whisper_sampling_strategy str
 	return p;
 }
 
-int wsched_full(struct whisper_context *ctx, const struct whisper_full_params *p, const float *samples, int n) {
-	return whisper_full(ctx, *p, samples, n);
+// wsched_init_context loads a model, with its default state or (no_state)
+// weights only.
+struct whisper_context *wsched_init_context(const char *path, struct whisper_context_params cp, bool no_state, uintptr_t tag) {
+	call_tag = tag;
+	struct whisper_context *ctx = no_state ? whisper_init_from_file_with_params_no_state(path, cp)
+	                                       : whisper_init_from_file_with_params(path, cp);
+	call_tag = 0;
+	return ctx;
+}
+
+// wsched_init_state allocates one decoding state (KV caches, compute
+// buffers) on ctx's weights; NULL when whisper.cpp could not.
+struct whisper_state *wsched_init_state(struct whisper_context *ctx, uintptr_t tag) {
+	call_tag = tag;
+	struct whisper_state *st = whisper_init_state(ctx);
+	call_tag = 0;
+	return st;
+}
+
+// wsched_full runs whisper_full_with_state on st, or whisper_full on the
+// context's default state when st is NULL (VAD lives only there in 1.9).
+int wsched_full(struct whisper_context *ctx, struct whisper_state *st, const struct whisper_full_params *p, const float *samples, int n, uintptr_t tag) {
+	call_tag = tag;
+	int status = st == NULL ? whisper_full(ctx, *p, samples, n) : whisper_full_with_state(ctx, st, *p, samples, n);
+	call_tag = 0;
+	return status;
 }

@@ -15,7 +15,9 @@ int *wsched_flag_new(void);
 void wsched_flag_set(int *flag);
 void wsched_set_callbacks(struct whisper_full_params *p, uintptr_t handle, int *flag);
 struct whisper_full_params *wsched_params_new(enum whisper_sampling_strategy strategy);
-int wsched_full(struct whisper_context *ctx, const struct whisper_full_params *p, const float *samples, int n);
+struct whisper_context *wsched_init_context(const char *path, struct whisper_context_params cp, bool no_state, uintptr_t tag);
+struct whisper_state *wsched_init_state(struct whisper_context *ctx, uintptr_t tag);
+int wsched_full(struct whisper_context *ctx, struct whisper_state *st, const struct whisper_full_params *p, const float *samples, int n, uintptr_t tag);
 */
 import "C"
 
@@ -38,9 +40,9 @@ import (
 // lock.
 
 //export wschedLogText
-func wschedLogText(level C.int, text *C.char, handle C.uintptr_t) {
+func wschedLogText(level C.int, text *C.char, handle, tag C.uintptr_t) {
 	if s, ok := cgo.Handle(handle).Value().(*logSink); ok {
-		s.write(int(level), C.GoString(text))
+		s.write(uint64(tag), int(level), C.GoString(text))
 	}
 }
 
@@ -60,6 +62,7 @@ func wschedProgress(p C.int, handle C.uintptr_t) {
 
 // ggml log levels (enum ggml_log_level) the sink tells apart.
 const (
+	levelInfo  = int(C.GGML_LOG_LEVEL_INFO)
 	levelWarn  = int(C.GGML_LOG_LEVEL_WARN)
 	levelError = int(C.GGML_LOG_LEVEL_ERROR)
 	levelCont  = int(C.GGML_LOG_LEVEL_CONT)
@@ -130,16 +133,76 @@ type contextParams struct {
 	gpuDevice int
 }
 
-// initContext loads a model; nil means whisper.cpp refused it (its log says
-// why). The result is the bindings' type: the same C struct.
-func initContext(path string, p contextParams) *wcpp.Context {
+// initContext loads a model, weights only when noState (each call then
+// brings its own state, see newState); nil means whisper.cpp refused it
+// (its log says why). The result is the bindings' type: the same C struct.
+// tag names the call in the log (see logSink).
+func initContext(path string, p contextParams, noState bool, tag uint64) *wcpp.Context {
 	cp := C.whisper_context_default_params()
 	cp.use_gpu = C.bool(p.useGPU)
 	cp.flash_attn = C.bool(p.flashAttn)
 	cp.gpu_device = C.int(p.gpuDevice)
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	return (*wcpp.Context)(unsafe.Pointer(C.whisper_init_from_file_with_params(cpath, cp)))
+	return (*wcpp.Context)(unsafe.Pointer(C.wsched_init_context(cpath, cp, C.bool(noState), C.uintptr_t(tag))))
+}
+
+// state is one whisper_state on a context's weights, or the context's
+// default state when st is nil.
+type state struct {
+	ctx *C.struct_whisper_context
+	st  *C.struct_whisper_state
+}
+
+func cContext(ctx *wcpp.Context) *C.struct_whisper_context {
+	return (*C.struct_whisper_context)(unsafe.Pointer(ctx))
+}
+
+// newState allocates a state (whisper_init_state: KV caches and compute
+// buffers, logged under tag); ok is false when whisper.cpp could not.
+func newState(ctx *wcpp.Context, tag uint64) (s state, ok bool) {
+	c := cContext(ctx)
+	st := C.wsched_init_state(c, C.uintptr_t(tag))
+	return state{ctx: c, st: st}, st != nil
+}
+
+// defaultState is the context's own state (a context loaded with one).
+func defaultState(ctx *wcpp.Context) state { return state{ctx: cContext(ctx)} }
+
+// free releases an allocated state; the default state stays with its context.
+func (s state) free() {
+	if s.st != nil {
+		C.whisper_free_state(s.st)
+	}
+}
+
+func (s state) nSegments() int {
+	if s.st == nil {
+		return int(C.whisper_full_n_segments(s.ctx))
+	}
+	return int(C.whisper_full_n_segments_from_state(s.st))
+}
+
+func (s state) segmentText(i int) string {
+	if s.st == nil {
+		return C.GoString(C.whisper_full_get_segment_text(s.ctx, C.int(i)))
+	}
+	return C.GoString(C.whisper_full_get_segment_text_from_state(s.st, C.int(i)))
+}
+
+// segmentTimes are segment i's start and end in 10 ms units.
+func (s state) segmentTimes(i int) (t0, t1 int64) {
+	if s.st == nil {
+		return int64(C.whisper_full_get_segment_t0(s.ctx, C.int(i))), int64(C.whisper_full_get_segment_t1(s.ctx, C.int(i)))
+	}
+	return int64(C.whisper_full_get_segment_t0_from_state(s.st, C.int(i))), int64(C.whisper_full_get_segment_t1_from_state(s.st, C.int(i)))
+}
+
+func (s state) langID() int {
+	if s.st == nil {
+		return int(C.whisper_full_lang_id(s.ctx))
+	}
+	return int(C.whisper_full_lang_id_from_state(s.st))
 }
 
 // cString is a C copy of a Go string; free it with free.
@@ -223,10 +286,10 @@ func newAbortFlag() abortFlag { return abortFlag{p: C.wsched_flag_new()} }
 func (f abortFlag) set()      { C.wsched_flag_set(f.p) }
 func (f abortFlag) free()     { C.free(unsafe.Pointer(f.p)) }
 
-// full runs whisper_full and returns its status (0 = success).
-func full(ctx *wcpp.Context, p fullParams, samples []float32) int {
-	return int(C.wsched_full((*C.struct_whisper_context)(unsafe.Pointer(ctx)), p.c,
-		(*C.float)(unsafe.Pointer(&samples[0])), C.int(len(samples))))
+// full runs whisper_full_with_state on s (whisper_full on the default
+// state) and returns its status (0 = success); its log lines carry tag.
+func full(s state, p fullParams, samples []float32, tag uint64) int {
+	return int(C.wsched_full(s.ctx, s.st, p.c, (*C.float)(unsafe.Pointer(&samples[0])), C.int(len(samples)), C.uintptr_t(tag)))
 }
 
 // fullError says what a non-zero whisper_full status means

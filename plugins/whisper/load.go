@@ -4,7 +4,9 @@ package whisper
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 
 	wcpp "github.com/ggerganov/whisper.cpp/bindings/go"
 
@@ -19,8 +21,14 @@ import (
 // under a lease) and "" or "auto" (the first GPU) set it and gpu_device.
 // Without any ggml GPU backend every device means the CPU, with a warning;
 // Info's "device" says where the model went. FlashAttention is whisper.cpp's flash_attn; Threads the
-// default for Transcribe; VADModelPath the silero model Transcribe's VAD
-// option uses.
+// default for Transcribe (per stream); VADModelPath the silero model Transcribe's VAD
+// option uses; Extra["max_streams"] how many Transcribe calls run at once.
+//
+// The context holds the weights only (no state): each Transcribe call
+// allocates its own whisper_state. Load allocates one state too, to
+// measure it and to fail here when one does not fit, and frees it: the
+// report is the weights plus one stream, what one job of the model takes.
+// A model loaded with a VAD model keeps its default state (see model).
 func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.MemoryReport, error) {
 	fail := func(err error) (plugins.MemoryReport, error) {
 		return plugins.MemoryReport{}, fmt.Errorf("whisper load %s: %w", req.ModelPath, err)
@@ -36,6 +44,10 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 	if req.Threads < 0 {
 		return fail(fmt.Errorf("%w: threads %d", plugins.ErrBadRequest, req.Threads))
 	}
+	streams, err := maxStreams(req.Extra, b.opts.MaxStreams)
+	if err != nil {
+		return fail(err)
+	}
 	if err := checkWhisperModel(req.ModelPath); err != nil {
 		return fail(err)
 	}
@@ -44,10 +56,10 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 			return fail(fmt.Errorf("VAD model: %w", err))
 		}
 	}
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, true); err != nil {
 		return fail(err)
 	}
-	defer b.release()
+	defer b.gate.Release(true)
 	b.unloadLocked()
 	m, err := b.initModel(req, cp, dev)
 	if err != nil {
@@ -57,18 +69,23 @@ func (b *Backend) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Me
 		m.free()
 		return fail(err)
 	}
+	m.maxStreams = streams
+	b.gate.SetLimit(streams)
 	b.mu.Lock()
 	b.model = m
 	b.mu.Unlock()
-	b.log.Info("loaded model", "model", req.ModelPath, "device", dev, "flash_attn", cp.flashAttn,
-		"total_bytes", m.report.TotalBytes, "model_bytes", m.report.ModelBytes, "kv_self_bytes", m.report.KVSelfBytes)
+	b.log.Info("loaded model", "model", req.ModelPath, "device", dev, "flash_attn", cp.flashAttn, "max_streams", streams,
+		"total_bytes", m.report.TotalBytes, "model_bytes", m.report.ModelBytes, "stream_bytes", m.stream.TotalBytes)
 	return m.report, nil
 }
 
-// initModel runs whisper_init under the trap and builds the model.
+// initModel runs whisper_init under the trap, measures one state and
+// builds the model.
 func (b *Backend) initModel(req plugins.LoadRequest, cp contextParams, dev string) (*model, error) {
 	var wctx *wcpp.Context
-	lines, err := b.call(func() { wctx = initContext(req.ModelPath, cp) })
+	withState := req.VADModelPath != ""
+	tag := b.newTag()
+	lines, err := b.call(tag, func() { wctx = initContext(req.ModelPath, cp, !withState, tag) })
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +93,69 @@ func (b *Backend) initModel(req plugins.LoadRequest, cp contextParams, dev strin
 		return nil, fmt.Errorf("%w: whisper.cpp refused it: %s", plugins.ErrBadModel, lastError(lines))
 	}
 	m := &model{
-		ctx: wctx, path: req.ModelPath, device: dev, threads: req.Threads, flashAttn: cp.flashAttn,
-		multilingual: wctx.Whisper_is_multilingual() != 0, report: memoryReport(lines),
+		ctx: wctx, withState: withState, path: req.ModelPath, device: dev, threads: req.Threads, flashAttn: cp.flashAttn,
+		multilingual: wctx.Whisper_is_multilingual() != 0,
+	}
+	if withState {
+		// The default state's lines came with the weights'.
+		m.report, m.stream = memoryReport(lines), streamReport(lines)
+	} else {
+		st, stLines, err := b.newState(m)
+		if err != nil {
+			if !errors.Is(err, errTrapped) {
+				wctx.Whisper_free()
+			}
+			return nil, err
+		}
+		b.freeState(st)
+		m.report, m.stream = memoryReport(append(lines, stLines...)), streamReport(stLines)
 	}
 	if req.VADModelPath != "" {
 		m.vadModel = newCString(req.VADModelPath)
 	}
 	return m, nil
+}
+
+// maxStreams reads extra's max_streams (the instance's, as the host sends
+// it), or def.
+func maxStreams(extra map[string]string, def int) (int, error) {
+	v, ok := extra[ExtraMaxStreams]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: %s=%q: want a positive count", plugins.ErrBadRequest, ExtraMaxStreams, v)
+	}
+	return n, nil
+}
+
+// newState allocates a whisper_state for one call, one at a time, under
+// the trap; its lines are the state's buffer sizes. The caller frees it
+// with freeState.
+func (b *Backend) newState(m *model) (state, []logLine, error) {
+	b.initMu.Lock()
+	defer b.initMu.Unlock()
+	var (
+		st state
+		ok bool
+	)
+	tag := b.newTag()
+	lines, err := b.call(tag, func() { st, ok = newState(m.ctx, tag) })
+	if err != nil {
+		return state{}, nil, err
+	}
+	if !ok {
+		return state{}, nil, fmt.Errorf("%w: whisper_init_state: %s", plugins.ErrOutOfMemory, lastError(lines))
+	}
+	b.states.Add(1)
+	return st, lines, nil
+}
+
+// freeState frees a state newState allocated.
+func (b *Backend) freeState(st state) {
+	st.free()
+	b.states.Add(-1)
 }
 
 // placement turns the request's device into context parameters and the

@@ -16,49 +16,86 @@ type logLine struct {
 }
 
 // logSink receives whisper.cpp's and ggml's log text through the C callback
-// (whisper_log_set is process-wide: one Backend per process). It joins pieces
-// into lines, mirrors them to the backend's logger, collects them for the
-// call in flight, and springs that call's allocation-failure trap.
+// (whisper_log_set is process-wide: one Backend per process). Each line
+// carries the tag of the call whose thread logged it (0: none, e.g. ggml's
+// worker threads), set by the C wrappers around every blocking whisper.cpp
+// call. The sink joins pieces into lines per tag, mirrors them to the
+// backend's logger, collects them for their call, and springs that call's
+// allocation-failure trap.
 type logSink struct {
 	log *slog.Logger
 
-	mu        sync.Mutex
-	part      strings.Builder
-	partLevel int
-	lines     *[]logLine    // the call in flight's collector; nil between calls
-	trap      chan<- string // the call in flight's allocation-failure trap
+	mu    sync.Mutex
+	parts map[uint64]*partLine  // pieces of a line not yet ended, per tag
+	calls map[uint64]*collector // the calls in flight, by tag
 }
 
-// arm starts collecting for a call and sets its trap; disarm stops.
-func (s *logSink) arm(lines *[]logLine, trap chan<- string) {
+// partLine is a line in pieces (GGML_LOG_LEVEL_CONT).
+type partLine struct {
+	text  strings.Builder
+	level int
+}
+
+// collector is one call's view of the log: its lines, and its trap.
+type collector struct {
+	lines []logLine
+	trap  chan string // an allocation failure's line; buffered 1
+}
+
+func newLogSink(log *slog.Logger) *logSink {
+	return &logSink{log: log, parts: map[uint64]*partLine{}, calls: map[uint64]*collector{}}
+}
+
+// arm starts collecting the lines tagged tag; disarm stops and returns them.
+func (s *logSink) arm(tag uint64) *collector {
+	c := &collector{trap: make(chan string, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lines, s.trap = lines, trap
+	s.calls[tag] = c
+	return c
 }
 
-func (s *logSink) disarm() { s.arm(nil, nil) }
+func (s *logSink) disarm(tag uint64) []logLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls[tag]
+	delete(s.calls, tag)
+	delete(s.parts, tag)
+	if c == nil {
+		return nil
+	}
+	return c.lines
+}
 
 // write takes one callback's text: normally a whole line, but ggml may send
 // GGML_LOG_LEVEL_CONT pieces.
-func (s *logSink) write(level int, text string) {
+func (s *logSink) write(tag uint64, level int, text string) {
 	s.mu.Lock()
-	if level != levelCont {
-		s.partLevel = level
+	part := s.parts[tag]
+	if part == nil {
+		part = &partLine{}
+		s.parts[tag] = part
 	}
-	s.part.WriteString(text)
-	buf := s.part.String()
+	if level != levelCont {
+		part.level = level
+	}
+	part.text.WriteString(text)
+	buf := part.text.String()
 	var lines []logLine
 	for {
 		i := strings.IndexByte(buf, '\n')
 		if i < 0 {
 			break
 		}
-		lines = append(lines, logLine{level: s.partLevel, text: buf[:i]})
+		lines = append(lines, logLine{level: part.level, text: buf[:i]})
 		buf = buf[i+1:]
 	}
-	s.part.Reset()
-	s.part.WriteString(buf)
-	trap := s.record(lines)
+	part.text.Reset()
+	part.text.WriteString(buf)
+	if buf == "" && s.calls[tag] == nil {
+		delete(s.parts, tag)
+	}
+	trap := s.record(tag, lines)
 	s.mu.Unlock()
 	if trap {
 		parkForever()
@@ -66,23 +103,40 @@ func (s *logSink) write(level int, text string) {
 }
 
 // record mirrors and collects lines; it reports whether one of them is an
-// allocation failure with the trap armed, after handing that line to the trap.
-func (s *logSink) record(lines []logLine) (trapped bool) {
+// allocation failure with a trap armed, after handing that line to the
+// trap: the tagged call's, or, for an untagged line (a worker thread of
+// some call), every call's in flight, since any of them may now wait on
+// the parked thread.
+func (s *logSink) record(tag uint64, lines []logLine) (trapped bool) {
+	c := s.calls[tag]
 	for _, l := range lines {
 		s.log.Log(context.Background(), slogLevel(l.level), "whisper.cpp", "line", l.text)
-		if s.lines != nil {
-			*s.lines = append(*s.lines, l)
+		if c != nil {
+			c.lines = append(c.lines, l)
 		}
-		if s.trap != nil && allocationFailure(l.text) {
-			select {
-			case s.trap <- l.text:
-			default:
+		if !allocationFailure(l.text) {
+			continue
+		}
+		switch {
+		case c != nil:
+			trapped = c.spring(l.text) || trapped
+		case tag == 0:
+			for _, other := range s.calls {
+				trapped = other.spring(l.text) || trapped
 			}
-			s.trap = nil
-			trapped = true
 		}
 	}
 	return trapped
+}
+
+// spring hands line to the trap once; it reports whether it did.
+func (c *collector) spring(line string) bool {
+	select {
+	case c.trap <- line:
+		return true
+	default:
+		return false
+	}
 }
 
 // parkForever stops the thread that logged an allocation failure before it

@@ -45,6 +45,15 @@ func memoryReport(lines []logLine) plugins.MemoryReport {
 	return rep
 }
 
+// streamReport is memoryReport of a state's lines alone (whisper_init_state:
+// KV caches and compute buffers): one stream's own memory, no weights.
+func streamReport(lines []logLine) plugins.MemoryReport {
+	r := memoryReport(lines)
+	r.TotalBytes -= r.ModelBytes
+	r.ModelBytes = 0
+	return r
+}
+
 // lastError is the last error-level line, for messages; "" when none.
 func lastError(lines []logLine) string {
 	for i := len(lines) - 1; i >= 0; i-- {

@@ -24,6 +24,10 @@ const (
 	ExtraTemperatureInc = "temperature_inc"
 )
 
+// ExtraMaxStreams in a LoadRequest's Extra is the instance's max_streams:
+// how many Transcribe calls run at once (default Options.MaxStreams).
+const ExtraMaxStreams = "max_streams"
+
 // maxDecoders is WHISPER_MAX_DECODERS: whisper_full fails above it.
 const maxDecoders = 8
 

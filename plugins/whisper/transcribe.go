@@ -21,6 +21,14 @@ import (
 // progress (0 to 100, 100 last) and each segment as whisper.cpp produces it.
 // Cancelling ctx stops whisper.cpp at its next encoder or decoder step.
 //
+// Each call runs on a whisper_state of its own, allocated when the call
+// starts and freed when it ends; up to max_streams calls run at once, in
+// parallel, with the model's threads each. The Result's StreamMemory is
+// that state's buffers as whisper.cpp logged them at whisper_init_state.
+// A call with VAD runs on the context's default state instead, one at a
+// time (whisper.cpp 1.9 runs VAD only there); its StreamMemory is the one
+// measured at load.
+//
 // Decoding follows whisper.cpp's defaults unless req says otherwise: greedy
 // with best_of 5 and temperature fallback. A window that falls back decodes
 // with best_of decoders and whisper_full re-allocates the KV self cache at
@@ -39,10 +47,10 @@ func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest,
 	if err != nil {
 		return fail(err)
 	}
-	if err := b.acquire(ctx); err != nil {
+	if err := b.gate.Acquire(ctx, false); err != nil {
 		return fail(err)
 	}
-	defer b.release()
+	defer b.gate.Release(false)
 	if err := b.ready(); err != nil { // unloaded or broken while the audio decoded
 		return fail(err)
 	}
@@ -53,11 +61,38 @@ func (b *Backend) Transcribe(ctx context.Context, req plugins.TranscribeRequest,
 	if err != nil {
 		return fail(err)
 	}
-	res, err := b.transcribe(ctx, m, opts, samples, emit)
+	res, err := b.onState(ctx, m, opts, samples, emit)
 	if err != nil {
 		return fail(err)
 	}
 	return res, nil
+}
+
+// onState runs the call on a state of its own, or on the context's default
+// state for VAD; the caller holds a stream of the gate.
+func (b *Backend) onState(ctx context.Context, m *model, o decodeOptions, samples []float32, emit func(plugins.Event) error) (plugins.Result, error) {
+	if o.vad {
+		b.vadMu.Lock()
+		defer b.vadMu.Unlock()
+		res, err := b.transcribe(ctx, m, defaultState(m.ctx), o, samples, emit)
+		res.StreamMemory = m.stream
+		return res, err
+	}
+	st, lines, err := b.newState(m)
+	if err != nil {
+		return plugins.Result{}, err
+	}
+	res, err := b.transcribe(ctx, m, st, o, samples, emit)
+	if errors.Is(err, errTrapped) {
+		return res, err // a parked thread may still use the state
+	}
+	if errors.Is(err, errStateLost) {
+		b.states.Add(-1) // whisper.cpp freed it
+	} else {
+		b.freeState(st)
+	}
+	res.StreamMemory = streamReport(lines)
+	return res, err
 }
 
 // ready fails when the backend is broken or has no model.
@@ -77,16 +112,20 @@ func (b *Backend) decodeAudio(ctx context.Context, path string) ([]float32, erro
 	return audio.ForBackend(ctx, b.ffmpeg(), path)
 }
 
-// transcribe runs whisper_full with the callbacks wired to a run. The
-// caller holds sem.
-func (b *Backend) transcribe(ctx context.Context, m *model, o decodeOptions, samples []float32, emit func(plugins.Event) error) (plugins.Result, error) {
-	r := &run{ctx: ctx, wctx: m.ctx, emit: emit, flag: newAbortFlag(), sent: -1}
+// errStateLost: whisper_full_with_state freed the state itself (status -7,
+// its KV cache could not be re-allocated).
+var errStateLost = errors.New("whisper.cpp freed the state")
+
+// transcribe runs whisper_full on st with the callbacks wired to a run.
+func (b *Backend) transcribe(ctx context.Context, m *model, st state, o decodeOptions, samples []float32, emit func(plugins.Event) error) (plugins.Result, error) {
+	r := &run{ctx: ctx, st: st, emit: emit, flag: newAbortFlag(), sent: -1}
 	h := cgo.NewHandle(r)
 	p, freeParams := o.params(m)
 	p.setCallbacks(h, r.flag)
 	stop := watchCancel(ctx, r.flag)
 	var status int
-	lines, err := b.call(func() { status = full(m.ctx, p, samples) })
+	tag := b.newTag()
+	lines, err := b.call(tag, func() { status = full(st, p, samples, tag) })
 	stop()
 	if err != nil {
 		// Trapped: a parked or still running thread may use the handle, the
@@ -97,15 +136,17 @@ func (b *Backend) transcribe(ctx context.Context, m *model, o decodeOptions, sam
 	r.flag.free()
 	freeParams()
 	if status == -7 { // the KV cache could not be re-allocated; the state is freed
-		b.markBroken("whisper_full: " + fullError(status))
-		return plugins.Result{}, fmt.Errorf("%w: whisper_full: %s", plugins.ErrOutOfMemory, lastError(lines))
+		if st.st == nil { // the context's own: it now points to freed memory
+			b.markBroken("whisper_full: " + fullError(status))
+		}
+		return plugins.Result{}, fmt.Errorf("%w: %w: whisper_full: %s", plugins.ErrOutOfMemory, errStateLost, lastError(lines))
 	}
 	if err := r.finish(status, lines); err != nil {
 		return plugins.Result{}, err
 	}
 	lang := o.language
 	if lang < 0 {
-		lang = m.ctx.Whisper_full_lang_id()
+		lang = st.langID()
 	}
 	return plugins.Result{
 		Language: wcpp.Whisper_lang_str(lang),
@@ -148,7 +189,7 @@ var errFull = errors.New("whisper_full failed")
 // inside whisper_full touches it until the call returns.
 type run struct {
 	ctx      context.Context
-	wctx     *wcpp.Context
+	st       state
 	emit     func(plugins.Event) error
 	flag     abortFlag
 	sent     int // last progress emitted; -1 before the first
@@ -160,13 +201,14 @@ type run struct {
 // onSegments reads the n segments whisper.cpp just added and emits them.
 // Times come in 10 ms units.
 func (r *run) onSegments(n int) {
-	total := r.wctx.Whisper_full_n_segments()
+	total := r.st.nSegments()
 	for i := max(0, total-n); i < total; i++ {
-		raw := r.wctx.Whisper_full_get_segment_text(i)
+		raw := r.st.segmentText(i)
+		t0, t1 := r.st.segmentTimes(i)
 		seg := plugins.Segment{
 			Index: i,
-			Start: time.Duration(r.wctx.Whisper_full_get_segment_t0(i)) * 10 * time.Millisecond,
-			End:   time.Duration(r.wctx.Whisper_full_get_segment_t1(i)) * 10 * time.Millisecond,
+			Start: time.Duration(t0) * 10 * time.Millisecond,
+			End:   time.Duration(t1) * 10 * time.Millisecond,
 			Text:  strings.TrimSpace(raw),
 		}
 		r.text.WriteString(raw)

@@ -9,6 +9,11 @@ import (
 // name, declared once, by the estimator profile that sizes it.
 const Name = string(estimator.SherpaOnnx)
 
+// MaxStreams is how many jobs of one model an instance decodes at once by
+// default, their pieces batched into one ONNX Runtime run
+// (docs/sherpa-backend.md, "Streams").
+const MaxStreams = 4
+
 // Descriptor is what the sherpa-onnx backend tells the daemon (without the
 // devices: Info says whether a CUDA provider library is there). Its
 // layouts are the directories OpenDir accepts.
@@ -24,8 +29,9 @@ func Descriptor() descriptor.Descriptor {
 				{"decoder.onnx", "*decoder.onnx", "decoder.int8.onnx", "*decoder.int8.onnx"}}},
 		},
 		// The estimator's sherpa-onnx profile reads the ONNX initializers.
-		Profile: Name,
-		VAD:     true,
+		Profile:    Name,
+		MaxStreams: MaxStreams,
+		VAD:        true,
 		Options: []descriptor.Option{
 			{Name: "language", Type: descriptor.TypeEnum, Values: []string{"auto", "zh", "en", "ja", "ko", "yue"}, Job: true,
 				Help: "SenseVoice's language, fixed when it loads (default auto); a job naming a language gets an instance of its own"},

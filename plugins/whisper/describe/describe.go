@@ -12,6 +12,11 @@ import (
 // for-tests-ggml-NAME.bin) in models_dir, or [[models.model]] entries.
 const Name = string(estimator.WhisperCpp)
 
+// MaxStreams is how many jobs of one model an instance decodes at once by
+// default, each on a whisper_state of its own over the shared weights
+// (docs/whisper-backend.md, "Streams" says why 4).
+const MaxStreams = 4
+
 // Descriptor is what the whisper.cpp backend tells the daemon (without the
 // devices, which Info fills in from the build).
 func Descriptor() descriptor.Descriptor {
@@ -27,8 +32,9 @@ func Descriptor() descriptor.Descriptor {
 		// whisper.cpp's default best_of with temperature fallback, which
 		// this backend keeps: a fallback re-allocates the KV self cache
 		// for best_of + 2 decoders, so leases reserve for it.
-		BestOf: 5,
-		VAD:    true,
+		BestOf:     5,
+		MaxStreams: MaxStreams,
+		VAD:        true,
 		Options: []descriptor.Option{{
 			Name: "flash_attention", Type: descriptor.TypeBool, Default: "true",
 			Help: "use flash attention (whisper.cpp's default; shrinks the encoder's compute buffer)",

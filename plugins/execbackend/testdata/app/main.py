@@ -16,11 +16,15 @@ Test knobs (environment):
   APP_WORKER     "1": start a worker process in the app's process group.
   APP_GPU_BYTES  allocate this much GPU memory at start through the driver API
                  (libcuda, ctypes) on SENSEVOICE_DEVICE, as a model load would.
+  APP_BARRIER    N: each transcription waits (at most APP_BARRIER_TIMEOUT seconds,
+                 default 30) until N transcriptions have been in flight at once; the
+                 transcript ends with " inflight=K", the most seen at once.
 """
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from email.parser import BytesParser
 from email.policy import default as default_policy
@@ -34,7 +38,7 @@ STATE = os.environ.get("APP_STATE_DIR", "")
 
 def state_file(name, text):
     if STATE:
-        tmp = os.path.join(STATE, name + ".tmp")
+        tmp = os.path.join(STATE, "%s.tmp.%d" % (name, threading.get_ident()))  # requests run concurrently
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, os.path.join(STATE, name))
@@ -70,6 +74,12 @@ def read_chunked(rfile):
         rfile.readline()
 
 
+# INFLIGHT counts the transcriptions in flight (APP_BARRIER).
+INFLIGHT = threading.Condition()
+INFLIGHT.now = 0
+INFLIGHT.peak = 0
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
 
@@ -93,6 +103,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         fields, files = parse_form(self)
+        if not os.environ.get("APP_BARRIER"):
+            return self.transcribe(fields, files, "")
+        n, timeout = int(os.environ["APP_BARRIER"]), float(os.environ.get("APP_BARRIER_TIMEOUT", "30"))
+        with INFLIGHT:
+            INFLIGHT.now += 1
+            INFLIGHT.peak = max(INFLIGHT.peak, INFLIGHT.now)
+            INFLIGHT.notify_all()
+            INFLIGHT.wait_for(lambda: INFLIGHT.peak >= n, timeout)  # once met, met for all
+            peak = INFLIGHT.peak
+        try:
+            self.transcribe(fields, files, " inflight=%d" % peak)
+        finally:
+            with INFLIGHT:
+                INFLIGHT.now -= 1
+
+    def transcribe(self, fields, files, note):
         state_file("request", str(os.getpid()))
         block = os.path.join(STATE, "block") if STATE else ""
         if block and os.path.exists(block):
@@ -104,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
             if audio is None:
                 return self.reply(400, {"error": {"message": "no file"}})
             text = "device=%s visible=%s pid=%d bytes=%d model=%s" % (DEVICE, os.environ.get("CUDA_VISIBLE_DEVICES", "-"),
-                                                                    os.getpid(), len(audio), fields.get("model", ""))
+                                                                    os.getpid(), len(audio), fields.get("model", "")) + note
             self.reply(200, {"task": "transcribe", "language": fields.get("language") or "english", "duration": 11.0,
                              "text": text, "segments": [{"id": 0, "start": 0.0, "end": 5.5, "text": text},
                                                         {"id": 1, "start": 5.5, "end": 11.0, "text": "second"}]})
@@ -112,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             audio = files.get("files")
             if audio is None:
                 return self.reply(422, {"detail": "field files required"})
-            text = "device=%s pid=%d bytes=%d lang=%s" % (DEVICE, os.getpid(), len(audio), fields.get("lang", ""))
+            text = "device=%s pid=%d bytes=%d lang=%s" % (DEVICE, os.getpid(), len(audio), fields.get("lang", "")) + note
             self.reply(200, {"result": [{"key": fields.get("keys", ""), "text": text, "raw_text": text, "clean_text": text}]})
         else:
             self.reply(404, {"detail": "not found"})
