@@ -53,6 +53,13 @@ type Info struct {
 	Descriptor descriptor.Descriptor
 }
 
+// ExtraMaxStreams in a LoadRequest's Extra is the instance's max_streams
+// (issue 26): how many Transcribe calls the host sends it at once, each with
+// its own decoding state. The host always sets it (the model entry's
+// max_streams, else the descriptor's MaxStreams); a backend that serves one
+// call at a time may ignore it.
+const ExtraMaxStreams = "max_streams"
+
 // LoadRequest says which model to load where.
 type LoadRequest struct {
 	ModelPath string // absolute path, checked by the daemon

@@ -59,6 +59,10 @@ func jobOptions(job jobs.Job) map[string]string {
 // field of the request (flash_attention, threads) fill that field too.
 func loadRequest(m models.Model) plugins.LoadRequest {
 	req := plugins.LoadRequest{ModelPath: m.Path, ModelName: m.Name, Extra: m.Descriptor.Resolve(m.Options)}
+	if req.Extra == nil {
+		req.Extra = map[string]string{}
+	}
+	req.Extra[plugins.ExtraMaxStreams] = strconv.Itoa(m.Streams()) // what the host sends it at once
 	req.FlashAttention = req.Extra["flash_attention"] == "true"
 	if n, err := strconv.Atoi(req.Extra["threads"]); err == nil {
 		req.Threads = n

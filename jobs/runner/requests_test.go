@@ -3,11 +3,13 @@ package runner
 import (
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/models"
+	"github.com/wsched/wsched/plugins"
 	"github.com/wsched/wsched/plugins/descriptor"
 	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 	"github.com/wsched/wsched/plugins/whisper/describe"
@@ -33,10 +35,16 @@ func TestLoadRequestOptions(t *testing.T) {
 		{models.Model{Name: "tiny", Backend: wh.Name, Path: "/m/tiny.bin", Descriptor: wh}, "en", map[string]string{"flash_attention": "true"}, true},
 		{models.Model{Name: "tiny-nofa", Backend: wh.Name, Path: "/m/tiny.bin", Descriptor: wh, Options: map[string]string{"flash_attention": "false"}}, "", map[string]string{"flash_attention": "false"}, false},
 		{models.Model{Name: "x", Backend: "x", Path: "/m/x", Descriptor: descriptor.Descriptor{Name: "x"}}, "en", nil, false},
+		{models.Model{Name: "x8", Backend: "x", Path: "/m/x", Descriptor: descriptor.Descriptor{Name: "x"}, MaxStreams: 8}, "", nil, false},
 	} {
 		job := jobs.Job{Spec: jobs.Spec{Model: tt.m.Name, Language: tt.lang}}
 		got := r.loadRequest(tt.m, job)
-		if !maps.Equal(got.Extra, tt.want) || (tt.want == nil) != (got.Extra == nil) || got.FlashAttention != tt.fa {
+		tt.want = maps.Clone(tt.want)
+		if tt.want == nil {
+			tt.want = map[string]string{}
+		}
+		tt.want[plugins.ExtraMaxStreams] = strconv.Itoa(tt.m.Streams()) // always forwarded
+		if !maps.Equal(got.Extra, tt.want) || got.FlashAttention != tt.fa {
 			t.Errorf("%s, job language %q: Extra %v fa %v, want %v fa %v", tt.m.Name, tt.lang, got.Extra, got.FlashAttention, tt.want, tt.fa)
 		}
 	}

@@ -43,7 +43,7 @@ const (
 	// ExtraMaxStreams is the concurrency the app takes: the entry's
 	// max_streams as the host forwards it, how many transcriptions the
 	// backend forwards to the app at once (default 1).
-	ExtraMaxStreams = "max_streams"
+	ExtraMaxStreams = plugins.ExtraMaxStreams
 )
 
 // Defaults for the settings a model entry leaves out.

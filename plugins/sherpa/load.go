@@ -17,11 +17,11 @@ import (
 	"github.com/wsched/wsched/plugins/sherpa/modeldir"
 )
 
-// SenseVoice languages sherpa-onnx knows ("" and "auto" detect).
 // ExtraMaxStreams in a LoadRequest's Extra is the instance's max_streams:
 // how many Transcribe calls run at once (default Options.MaxStreams).
-const ExtraMaxStreams = "max_streams"
+const ExtraMaxStreams = plugins.ExtraMaxStreams
 
+// SenseVoice languages sherpa-onnx knows ("" and "auto" detect).
 var senseVoiceLanguages = map[string]bool{"auto": true, "zh": true, "en": true, "ja": true, "ko": true, "yue": true}
 
 // model is a loaded recognizer and what it was loaded with.

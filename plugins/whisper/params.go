@@ -26,7 +26,7 @@ const (
 
 // ExtraMaxStreams in a LoadRequest's Extra is the instance's max_streams:
 // how many Transcribe calls run at once (default Options.MaxStreams).
-const ExtraMaxStreams = "max_streams"
+const ExtraMaxStreams = plugins.ExtraMaxStreams
 
 // maxDecoders is WHISPER_MAX_DECODERS: whisper_full fails above it.
 const maxDecoders = 8
