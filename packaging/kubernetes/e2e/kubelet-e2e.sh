@@ -10,9 +10,11 @@
 #
 # Usage: kubelet-e2e.sh [all|standalone|cluster|dra|teardown]   (default all)
 #
-#   dra:        in the cluster, `wsched k8s dra-driver` on the host, claims with
-#               consumable capacity "memory" (scenarios_dra.sh); part of all
-#               unless E2E_DRA=0.
+#   dra:        in the cluster, the DRA driver from dra/driver.yaml (its
+#               DaemonSet, service account, RBAC, admission policy; the node
+#               labelled wsched.io/dra=true), claims with consumable capacity
+#               "memory", a crash of the driver and its reconciliation
+#               (scenarios_dra.sh); part of all unless E2E_DRA=0.
 #
 # Needs root, Debian 12 (apt: runc containernetworking-plugins; apt-get
 # download: busybox-static etcd-server), Go and the Go module proxy.
@@ -119,8 +121,12 @@ standalone | cluster | dra | all)
 		;;
 	all)
 		standalone
-		cluster
-		if [[ ${E2E_DRA:-1} = 1 ]]; then dra; fi
+		if [[ ${E2E_DRA:-1} = 1 ]]; then
+			cluster keep
+			dra
+		else
+			cluster
+		fi
 		;;
 	esac
 	log "PASS"
