@@ -85,7 +85,7 @@ CTR() { "${CD_BIN}/ctr" -n k8s.io "$@"; }
 
 finish() {
 	local rc=$?
-	if [[ -z ${KEEP:-} ]]; then teardown; fi
+	if [[ -z ${KEEP:-} ]]; then timed teardown teardown; fi
 	summary
 	if [[ ${rc} -ne 0 ]]; then
 		log "logs: ${WORK}/logs"
@@ -113,19 +113,19 @@ standalone | cluster | dra | all)
 	trap finish EXIT
 	setup
 	case ${mode} in
-	standalone) standalone ;;
-	cluster) cluster ;;
+	standalone) timed "scenario: standalone" standalone ;;
+	cluster) timed "scenario: cluster" cluster ;;
 	dra)
 		cluster_up
-		dra
+		timed "scenario: dra" dra
 		;;
 	all)
-		standalone
+		timed "scenario: standalone" standalone
 		if [[ ${E2E_DRA:-1} = 1 ]]; then
-			cluster keep
-			dra
+			timed "scenario: cluster" cluster keep
+			timed "scenario: dra" dra
 		else
-			cluster
+			timed "scenario: cluster" cluster
 		fi
 		;;
 	esac

@@ -125,6 +125,9 @@ dra_deploy() {
 	dra_find_sock
 	timed "dra: slice published" wait_for 60 "ResourceSlice with gpu-1 and gpu-5" dra_published
 	timed "dra: registered with the kubelet" wait_for 60 "kubelet registration of gpu.wsched.io" dra_registered
+	# the first publish follows the start-up reconciliation: both with the service account's token
+	dra_forbidden_none
+	dra_reconciled || fail "the driver's start-up reconciliation did not complete: $(drv_log | grep -m1 reconcil)"
 	wait_for 30 "the pod's daemon socket" WD status
 	log "published memory (bytes): $(dra_slice '{range .spec.devices[*]}{.name}={.capacity.memory.value} {end}')"
 }
