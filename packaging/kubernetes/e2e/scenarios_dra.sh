@@ -45,16 +45,23 @@ claim_of() { K get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resou
 claim_uid() { K get resourceclaim "$(claim_of "$1")" -o jsonpath='{.metadata.uid}'; }
 claim_gone() { ! K get resourceclaim "$1" >/dev/null 2>&1; }
 claim_device() { K get resourceclaim "$(claim_of "$1")" -o jsonpath='{.status.allocation.devices.results[0].device}'; }
-dra_leases() { # dra_leases: the pod daemon's granted DRA leases, "claim-uid lease-id gpu-index bytes" a line
+dra_leases() { # dra_leases: the pod daemon's granted DRA leases, "claim-uid lease-id gpu-index bytes expires-unix" a line
 	WD leases --json | python3 -c "
-import json,sys
+import datetime,json,re,sys
+def unix(t):
+  if not t: return 0
+  t=re.sub(r'(\.\d{6})\d+', r'\1', t).replace('Z', '+00:00')
+  return datetime.datetime.fromisoformat(t).timestamp()
 for l in json.load(sys.stdin) or []:
   c=(l.get('labels') or {}).get('k8s.claim')
-  if l.get('state')=='granted' and c: print(c, l['id'], l['gpu_index'], l['memory_bytes'])"
+  if l.get('state')=='granted' and c: print(c, l['id'], l['gpu_index'], l['memory_bytes'], unix(l.get('expires')))"
 }
 dra_lease_bytes() { dra_leases | awk -v g="$1" '$3 == g {print $4}'; } # dra_lease_bytes GPU_INDEX
 dra_lease_id() { dra_leases | awk -v c="$1" '$1 == c {print $2}'; }   # dra_lease_id CLAIM_UID
 no_dra_leases() { [[ -z $(dra_leases) ]]; }
+dra_lease_expires() { dra_leases | awk -v c="$1" '$1 == c {print $5}'; } # dra_lease_expires CLAIM_UID
+# lease_renewed_after CLAIM_UID UNIX: the claim's lease now expires later than UNIX
+lease_renewed_after() { dra_leases | awk -v c="$1" -v t="$2" '$1 == c && $5 > t {ok = 1} END {exit !ok}'; }
 capacity_below() { [[ $(dra_capacity "$1") -le $2 ]]; }
 capacity_at_least() { [[ $(dra_capacity "$1") -ge $2 ]]; }
 pod_env() { K logs "$1" | sed -n "s/^$2=//p"; } # pod_env POD VAR: as the container printed it
@@ -151,7 +158,7 @@ dra_kill_driver() {
 # reconciles: dra-share-b's lease released, dra-share-a's and dra-20gi's
 # kept with the SAME lease IDs, no claim with two leases.
 dra_crash() {
-	local ua ub ubig la lb lbig r0 cb line s=${EPOCHREALTIME}
+	local ua ub ubig la lb lbig r0 cb line c e s=${EPOCHREALTIME}
 	ua=$(claim_uid dra-share-a) ub=$(claim_uid dra-share-b) ubig=$(claim_uid dra-20gi) cb=$(claim_of dra-share-b)
 	la=$(dra_lease_id "${ua}") lb=$(dra_lease_id "${ub}") lbig=$(dra_lease_id "${ubig}")
 	[[ -n ${la} && -n ${lb} && -n ${lbig} ]] || fail "leases before the crash: a=${la} b=${lb} 20gi=${lbig}"
@@ -177,6 +184,12 @@ dra_crash() {
 	grep -q "${ua}" "${KUBELET_DIR}/plugins/gpu.wsched.io/checkpoint.json" || fail "dra-share-a not in the driver's checkpoint"
 	! grep -q "${ub}" "${KUBELET_DIR}/plugins/gpu.wsched.io/checkpoint.json" || fail "the deleted claim is still in the driver's checkpoint"
 	pod_running dra-share-a || fail "dra-share-a stopped running"
+	# adopted, not just left alone: the restarted driver renews the kept leases
+	# (the killed one cannot; unrenewed they would expire after lease_ttl)
+	for c in "${ua}" "${ubig}"; do
+		e=$(dra_lease_expires "${c}")
+		wait_for 30 "claim ${c}'s lease renewed by the restarted driver" lease_renewed_after "${c}" "${e}"
+	done
 	log "dra: after the restart: ${lb} (deleted claim) released; ${la} and ${lbig} kept; 2 DRA leases"
 }
 
