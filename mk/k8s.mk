@@ -6,7 +6,8 @@
 #                             dra-driver --help` (builds wsched, or WSCHED_BIN=…), its RBAC
 #                             against dra/api-calls.txt (part of `make test`; no cluster needed)
 #   make k8s-e2e              the device plugin against a real kubelet v$(K8S_VERSION): standalone
-#                             (static pods) and a single-node cluster with the project's manifests
+#                             (static pods) and a single-node cluster with the project's manifests,
+#                             then the DRA driver from dra/driver.yaml in that cluster
 #                             (packaging/kubernetes/e2e/kubelet-e2e.sh; root, Debian 12; part of
 #                             `make test`). The Kubernetes binaries are built once through the Go
 #                             module proxy into $(K8S_CACHE)/v$(K8S_VERSION) (cold: 8–20 min), and

@@ -52,7 +52,7 @@ build_wsched() {
 }
 
 setup() {
-	mkdir -p "${WORK}/bin" "${WORK}/manifests" "${WORK}/out" "${WORK}/state" "${WORK}/run" "${WORK}/cdi"
+	mkdir -p "${WORK}/bin" "${WORK}/manifests" "${WORK}/out" "${WORK}/state" "${WORK}/run"
 	local need=() p c
 	for p in runc containernetworking-plugins; do dpkg -s "${p}" >/dev/null 2>&1 || need+=("${p}"); done
 	if [[ ${#need[@]} -gt 0 ]]; then timed "apt-get install ${need[*]}" apt_install "${need[@]}"; fi
@@ -144,7 +144,7 @@ containerd_config() {
 JSON
 	# containerd 2's config format (version 3): the CRI plugin split into
 	# cri.v1.images and cri.v1.runtime. CDI is always on since 2.4 (enable_cdi
-	# is gone); cdi_spec_dirs adds the DRA driver's --cdi-dir.
+	# is gone); cdi_spec_dirs are its defaults, driver.yaml's --cdi-dir among them.
 	cat >"${WORK}/containerd.toml" <<TOML
 version = 3
 root = "/var/lib/containerd"
@@ -164,7 +164,7 @@ state = "/run/containerd"
   # root here lacks CAP_SYS_RESOURCE: runc cannot write oom_score_adj -998
   # for the sandbox ("can't get final child's PID from pipe: EOF")
   restrict_oom_score_adj = true
-  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi", "${WORK}/cdi"]
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -224,7 +224,7 @@ teardown() {
 	log "== teardown"
 	local n h
 	rm -f "${WORK}/manifests/"* 2>/dev/null || true
-	for n in locallease dra plugin wsched-host kubelet scheduler controller-manager; do stop "${n}"; done
+	for n in locallease plugin wsched-host kubelet scheduler controller-manager; do stop "${n}"; done
 	stop apiserver 30
 	stop etcd # after the apiserver: without etcd it hangs in shutdown
 	if [[ -s ${WORK}/pids/containerd ]]; then stop_containers; fi

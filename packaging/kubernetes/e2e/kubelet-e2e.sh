@@ -10,9 +10,11 @@
 #
 # Usage: kubelet-e2e.sh [all|standalone|cluster|dra|teardown]   (default all)
 #
-#   dra:        in the cluster, `wsched k8s dra-driver` on the host, claims with
-#               consumable capacity "memory" (scenarios_dra.sh); part of all
-#               unless E2E_DRA=0.
+#   dra:        in the cluster, the DRA driver from dra/driver.yaml (its
+#               DaemonSet, service account, RBAC, admission policy; the node
+#               labelled wsched.io/dra=true), claims with consumable capacity
+#               "memory", a crash of the driver and its reconciliation
+#               (scenarios_dra.sh); part of all unless E2E_DRA=0.
 #
 # Needs root, Debian 12 (apt: runc containernetworking-plugins; apt-get
 # download: busybox-static etcd-server), Go and the Go module proxy.
@@ -83,7 +85,7 @@ CTR() { "${CD_BIN}/ctr" -n k8s.io "$@"; }
 
 finish() {
 	local rc=$?
-	if [[ -z ${KEEP:-} ]]; then teardown; fi
+	if [[ -z ${KEEP:-} ]]; then timed teardown teardown; fi
 	summary
 	if [[ ${rc} -ne 0 ]]; then
 		log "logs: ${WORK}/logs"
@@ -111,16 +113,20 @@ standalone | cluster | dra | all)
 	trap finish EXIT
 	setup
 	case ${mode} in
-	standalone) standalone ;;
-	cluster) cluster ;;
+	standalone) timed "scenario: standalone" standalone ;;
+	cluster) timed "scenario: cluster" cluster ;;
 	dra)
 		cluster_up
-		dra
+		timed "scenario: dra" dra
 		;;
 	all)
-		standalone
-		cluster
-		if [[ ${E2E_DRA:-1} = 1 ]]; then dra; fi
+		timed "scenario: standalone" standalone
+		if [[ ${E2E_DRA:-1} = 1 ]]; then
+			timed "scenario: cluster" cluster keep
+			timed "scenario: dra" dra
+		else
+			timed "scenario: cluster" cluster
+		fi
 		;;
 	esac
 	log "PASS"

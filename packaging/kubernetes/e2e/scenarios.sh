@@ -195,13 +195,26 @@ cluster_up() {
 	log "cluster up (pki → node Ready): ${TIMES["cluster: up, pki to node Ready"]}s"
 }
 
+# node_gpu: what the manifests expect of a GPU node (its label, the nvidia RuntimeClass)
+node_gpu() {
+	K label node "${NODE}" nvidia.com/gpu.present=true --overwrite >/dev/null
+	printf 'apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia}\nhandler: nvidia\n' | K apply -f - >/dev/null
+}
+# patched OUT [FILE...]: packaging/kubernetes/FILE... as this node runs them (e2e/patch)
+patched() {
+	local out=$1
+	shift
+	go -C "${REPO}/packaging/kubernetes" run ./e2e/patch . "${REPO}/testdata/sim-8x4090.toml" "${WORK}/state/ds" "$@" >"${out}"
+}
+sensevoice_gone() { [[ -z $(K get pods -l app.kubernetes.io/name=sensevoice -o name) ]]; }
+
+# cluster [keep]: with keep, the node agent stays (the DRA scenario takes the node from it)
 cluster() {
 	log "== single-node cluster"
 	local pod env n
 	cluster_up
-	K label node "${NODE}" nvidia.com/gpu.present=true >/dev/null
-	printf 'apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia}\nhandler: nvidia\n' | K apply -f - >/dev/null
-	go -C "${REPO}/packaging/kubernetes" run ./e2e/patch . "${REPO}/testdata/sim-8x4090.toml" "${WORK}/state/ds" >"${WORK}/wsched-e2e.yaml"
+	node_gpu
+	patched "${WORK}/wsched-e2e.yaml"
 	K apply -f "${WORK}/wsched-e2e.yaml" | sed 's/^/    /'
 	timed "cluster: DaemonSet ready, node advertises 86" ds_ready
 	timed "cluster: sensevoice 2/2 running" K rollout status deploy/sensevoice --timeout=120s
@@ -231,7 +244,12 @@ cluster() {
 	logs_have "${pod}" '^WSCHED_LEASE_ID=' || fail "no lease env after the kubelet restart"
 	log "RSS (MiB): $(for n in etcd apiserver controller-manager scheduler kubelet containerd; do printf '%s=%s ' "${n}" $(($(ps -o rss= -p "$(cat "${WORK}/pids/${n}")") / 1024)); done)"
 
-	K delete -f "${WORK}/wsched-e2e.yaml" --wait=false >/dev/null
-	timed "cluster: pods gone" K wait --for=delete pod --all -A --timeout=120s
+	if [[ ${1:-} = keep ]]; then
+		K delete deploy/sensevoice --wait=false >/dev/null
+		timed "cluster: sensevoice gone" wait_for 120 "sensevoice pods gone" sensevoice_gone
+	else
+		K delete -f "${WORK}/wsched-e2e.yaml" --wait=false >/dev/null
+		timed "cluster: pods gone" K wait --for=delete pod --all -A --timeout=120s
+	fi
 	log "cluster: PASS"
 }

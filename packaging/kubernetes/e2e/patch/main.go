@@ -6,9 +6,14 @@
 //     the SenseVoice service, which prints its environment), IfNotPresent;
 //   - the inventory: the simulated 8×RTX 4090 of testdata/sim-8x4090.toml
 //     instead of NVML, and a 2 s [kubernetes] interval;
-//   - the daemon's state hostPath (kept clear of the host's /var/lib/wsched).
+//   - the daemon's state hostPath (kept clear of the host's /var/lib/wsched);
+//   - the DRA driver's pod (dra/driver.yaml) on the host's network, told the
+//     API server's address: the e2e's API server listens on 127.0.0.1:6443
+//     and the node has no kube-proxy to route the kubernetes Service there.
 //
-// Usage: patch MANIFEST_DIR SIM_TOML STATE_DIR
+// Usage: patch MANIFEST_DIR SIM_TOML STATE_DIR [FILE...]
+// (FILE: manifests relative to MANIFEST_DIR; default the node agent's and
+// the SenseVoice example's).
 package main
 
 import (
@@ -22,15 +27,25 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// files are the manifests applied, in order.
-var files = []string{"rbac.yaml", "configmap.yaml", "daemonset.yaml", "sensevoice.yaml"}
+// defaultFiles are the manifests applied, in order, when none are named.
+var defaultFiles = []string{"rbac.yaml", "configmap.yaml", "daemonset.yaml", "sensevoice.yaml"}
+
+// The e2e's API server, as the DRA driver in its pod reaches it.
+const (
+	apiServerHost = "127.0.0.1"
+	apiServerPort = "6443"
+)
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: patch MANIFEST_DIR SIM_TOML STATE_DIR")
+	if len(os.Args) < 4 {
+		fmt.Fprintln(os.Stderr, "usage: patch MANIFEST_DIR SIM_TOML STATE_DIR [FILE...]")
 		os.Exit(2)
 	}
-	out, err := patchAll(os.Args[1], os.Args[2], os.Args[3])
+	files := os.Args[4:]
+	if len(files) == 0 {
+		files = defaultFiles
+	}
+	out, err := patchAll(os.Args[1], os.Args[2], os.Args[3], files)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "patch:", err)
 		os.Exit(1)
@@ -38,7 +53,7 @@ func main() {
 	os.Stdout.Write(out)
 }
 
-func patchAll(dir, simPath, state string) ([]byte, error) {
+func patchAll(dir, simPath, state string, files []string) ([]byte, error) {
 	sim, err := os.ReadFile(simPath)
 	if err != nil {
 		return nil, fmt.Errorf("read inventory: %w", err)
@@ -120,6 +135,13 @@ func patchPodSpec(obj map[string]any, state string) error {
 			spec["terminationGracePeriodSeconds"] = 1 // sleep as PID 1 ignores SIGTERM
 		}
 		c["imagePullPolicy"] = "IfNotPresent"
+		if c["name"] == "dra-driver" {
+			spec["hostNetwork"] = true
+			env, _ := c["env"].([]any)
+			c["env"] = append(env,
+				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiServerHost},
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiServerPort})
+		}
 	}
 	volumes, _ := spec["volumes"].([]any)
 	for _, v := range volumes {
