@@ -104,6 +104,9 @@ type EstimateKey struct {
 	GPUModel  string `json:"gpu_model"`
 	// Driver is the NVIDIA driver's major version, when known.
 	Driver string `json:"driver,omitempty"`
+	// Part is "" for a whole one-stream process, "stream" for what one
+	// more stream of a shared instance adds (issue 26).
+	Part string `json:"part,omitempty"`
 }
 
 // WhisperCppBuffers are whisper.cpp's init-time buffer sizes in bytes.

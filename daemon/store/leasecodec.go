@@ -123,6 +123,18 @@ func appendLeaseBody(b []byte, l *placement.Lease) []byte {
 		b = putInts(b, int64(pid))
 		b = binary.AppendUvarint(b, l.PIDStarts[pid])
 	}
+	// leaseV2's optional tail (issue 26, streams): the largest size a
+	// resized lease had and its estimate key's part. Written only when
+	// either is set, so a lease that was never resized keeps the form
+	// earlier binaries read (they refuse bytes left over, never misread).
+	part := ""
+	if l.EstimateKey != nil {
+		part = l.EstimateKey.Part
+	}
+	if l.MaxBytes != 0 || part != "" {
+		b = putInts(b, l.MaxBytes)
+		b = putStrings(b, part)
+	}
 	return b
 }
 
@@ -255,6 +267,16 @@ func decodeBody(body []byte, version byte, l *placement.Lease) error {
 			for range n {
 				pid := r.int()
 				l.PIDStarts[pid] = r.uvarint()
+			}
+		}
+		if len(r.b) != 0 && r.err == nil { // the optional tail
+			l.MaxBytes = r.i64()
+			if part := r.str(); part != "" {
+				if l.EstimateKey == nil {
+					r.fail("estimate key part without a key")
+				} else {
+					l.EstimateKey.Part = part
+				}
 			}
 		}
 	}

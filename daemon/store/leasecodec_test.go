@@ -25,8 +25,8 @@ func fullLease() placement.Lease {
 		Priority: placement.High, Holder: placement.Holder{PID: 42, UID: 1000, Name: "asr", StartTicks: 1 << 40},
 		PIDs: []int{43, -1, 1 << 30}, PIDStarts: map[int]uint64{43: 1 << 41, -1: 0}, TTL: time.Minute, Created: at(1), Granted: at(2), Expires: at(3), Ended: at(4),
 		Reason: "released", UsedBytes: 3 << 30, PeakBytes: 5 << 30, Overrun: true, Labels: map[string]string{"a": "1", "": "é"},
-		EstimateKey: &estimator.Key{Backend: "whisper", Model: "large-v3", Precision: "f16", Beam: 5, Batch: 2, GPUModel: "H100", Driver: "550"},
-		Reclaimable: true, ReclaimableSince: at(5)}
+		EstimateKey: &estimator.Key{Backend: "whisper", Model: "large-v3", Precision: "f16", Beam: 5, Batch: 2, GPUModel: "H100", Driver: "550", Part: estimator.PartStream},
+		Reclaimable: true, ReclaimableSince: at(5), MaxBytes: 6 << 30}
 }
 
 // zeroFields names the fields of v (recursively through structs and
@@ -59,7 +59,9 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 	if zero := zeroFields(reflect.ValueOf(l), "Lease"); len(zero) > 0 {
 		t.Fatalf("fields not set (and maybe not stored): %v", zero)
 	}
-	for _, in := range []placement.Lease{l, {ID: "l-min"}, {ID: "l-empty", Labels: map[string]string{}}} {
+	resized := placement.Lease{ID: "l-resized", MaxBytes: 3 << 30}                                      // the tail without a key
+	streamKey := placement.Lease{ID: "l-part", EstimateKey: &estimator.Key{Part: estimator.PartStream}} // the tail without a resize
+	for _, in := range []placement.Lease{l, {ID: "l-min"}, {ID: "l-empty", Labels: map[string]string{}}, resized, streamKey} {
 		var out placement.Lease
 		if err := decodeLease(encodeLease(nil, &in), &out); err != nil {
 			t.Fatal(err)

@@ -71,11 +71,11 @@ func Stats(s placement.Stats) api.Stats { return api.Stats(s) }
 // FromKey converts an estimator key.
 func FromKey(k estimator.Key) api.EstimateKey {
 	return api.EstimateKey{Backend: string(k.Backend), Model: k.Model, Precision: k.Precision,
-		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
+		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver, Part: k.Part}
 }
 
 // ToKey converts a wire estimate key.
 func ToKey(k api.EstimateKey) estimator.Key {
 	return estimator.Key{Backend: estimator.Backend(k.Backend), Model: k.Model, Precision: k.Precision,
-		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver}
+		Beam: k.Beam, Batch: k.Batch, GPUModel: k.GPUModel, Driver: k.Driver, Part: k.Part}
 }
