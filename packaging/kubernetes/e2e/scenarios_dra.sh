@@ -173,6 +173,7 @@ dra_crash() {
 	log "dra: driver killed (twice), dra-share-b and claim ${cb} deleted while it is down"
 	wait_for 60 "the driver restarted after its backoff" drv_restarted $((r0 + 1))
 	wait_for 30 "the restarted driver reconciled" dra_reconciled
+	# shellcheck disable=SC2034 # TIMES (lib.sh) is printed at the end
 	TIMES["dra: crash, deletion while down, reconciled"]=$(secs "${s}")
 	line=$(drv_log | grep 'reconciled prepared claims')
 	log "dra: restarted driver: ${line}"
