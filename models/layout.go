@@ -18,7 +18,7 @@ import (
 // fromEntry is the model of a [[models.model]] entry: its backend's
 // descriptor, its checked options, what it loads, inspected.
 func fromEntry(e config.Model, key string, backends descriptor.Set) Model {
-	m := Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory), MaxStreams: e.MaxStreams, Entry: e}
+	m := Model{Name: e.Name, Backend: e.Backend, Path: e.Path, Origin: FromConfig, MemoryBytes: int64(e.Memory), MaxStreams: e.MaxStreams, StreamMemoryBytes: int64(e.StreamMemory), Entry: e}
 	d, err := backends.Lookup(e.Backend)
 	if err != nil {
 		m.Problem = err.Error()

@@ -52,6 +52,9 @@ type Model struct {
 	// MaxStreams is [[models.model]] max_streams: how many of its jobs one
 	// instance serves at once (0: the backend's default; see Streams).
 	MaxStreams int `json:"max_streams,omitempty"`
+	// StreamMemoryBytes is [[models.model]] stream_memory: what each
+	// further stream adds to an instance's lease (0: the estimate).
+	StreamMemoryBytes int64 `json:"stream_memory_bytes,omitempty"`
 	// Entry is the [[models.model]] entry (zero for models_dir files): the
 	// VAD settings.
 	Entry config.Model `json:"-"`

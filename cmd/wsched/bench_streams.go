@@ -25,7 +25,7 @@ type streamsOpts struct {
 	backendDir, backend, model, audio string
 	levels                            []int
 	rounds                            int
-	gpuMemory, memory                 string
+	gpuMemory, memory, streamMemory   string
 	noBaseline                        bool
 }
 
@@ -68,6 +68,7 @@ leases no GPU memory); then the ratio of the two throughputs.`,
 	f.StringVar(&o.gpuMemory, "gpu-memory", "80GiB", "memory of the simulated GPU")
 	f.BoolVar(&o.noBaseline, "no-baseline", false, "skip the max_streams = 1 run")
 	f.StringVar(&o.memory, "memory", "", "the model entry's memory (needed for a backend without an estimator profile)")
+	f.StringVar(&o.streamMemory, "stream-memory", "", "the model entry's stream_memory: what each stream after the first adds (default: the estimate, else the whole memory)")
 	return cmd
 }
 
@@ -199,6 +200,9 @@ backend = %q
 path = %q
 max_streams = %d
 `, env.socket, filepath.Join(dir, "state"), o.gpuMemory, o.backendDir, filepath.Join(dir, "models"), o.backend, o.model, maxStreams)
+	if o.streamMemory != "" {
+		cfg += fmt.Sprintf("stream_memory = %q\n", o.streamMemory)
+	}
 	if o.memory != "" {
 		cfg += fmt.Sprintf("memory = %q\n", o.memory)
 	}

@@ -203,6 +203,12 @@ type Model struct {
 	// 26). 0 (or absent): the backend's default (its descriptor's
 	// max_streams); 1: one job per instance.
 	MaxStreams int `toml:"max_streams"`
+	// StreamMemory is what each stream after the first adds to an
+	// instance's lease: for a backend without an estimator profile (an
+	// exec app, whose memory is the whole instance) the operator says
+	// it; for the others it overrides the estimator's per-stream part.
+	// 0 (or absent): the estimate, else the whole memory per stream.
+	StreamMemory units.Bytes `toml:"stream_memory"`
 	// VAD turns voice activity detection on for this model's jobs unless a
 	// job says otherwise; VADModel is the VAD model file (whisper.cpp: a
 	// silero ggml file) and the VAD… keys tune it (0: backend default).

@@ -266,3 +266,20 @@ func TestModelMaxStreams(t *testing.T) {
 		t.Errorf("max_streams = %d, want 8", got)
 	}
 }
+
+// TestModelStreamMemory: stream_memory is read as a size, and refused
+// (naming the key) when it is more than the instance's memory.
+func TestModelStreamMemory(t *testing.T) {
+	entry := "[[models.model]]\nname = \"app\"\nbackend = \"exec\"\npath = \"/v1/audio/transcriptions\"\nmemory = \"4GiB\"\nmax_streams = 4\n"
+	cfg, err := Parse([]byte(entry+"stream_memory = \"512MiB\"\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Models.Entries[0].StreamMemory; got != 512<<20 {
+		t.Errorf("stream_memory = %d, want %d", got, 512<<20)
+	}
+	_, err = Parse([]byte(entry+"stream_memory = \"5GiB\"\n"), "t.toml")
+	if err == nil || !strings.Contains(err.Error(), "stream_memory") || !strings.Contains(err.Error(), "more than memory") {
+		t.Errorf("stream_memory above memory: %v", err)
+	}
+}

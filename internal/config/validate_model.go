@@ -22,6 +22,10 @@ func (e Model) validate(key string) error {
 		return bad(key+".path", "%q is not allowed: want an absolute path", e.Path)
 	case e.Dir != "" && !filepath.IsAbs(e.Dir):
 		return bad(key+".dir", "%q is not allowed: want an absolute path", e.Dir)
+	case e.StreamMemory < 0:
+		return bad(key+".stream_memory", "%s is not allowed: want a size of 0 or more", e.StreamMemory)
+	case e.Memory > 0 && e.StreamMemory > e.Memory:
+		return bad(key+".stream_memory", "%s is more than memory %s (the instance with its first stream): want at most that", e.StreamMemory, e.Memory)
 	case e.MaxStreams < 0 || e.MaxStreams > MaxStreamsLimit:
 		return bad(key+".max_streams", "%d is not allowed: want 1 to %d (0 or absent: the backend's default)", e.MaxStreams, MaxStreamsLimit)
 	}

@@ -145,6 +145,7 @@ func (r *Runner) size(m models.Model, job jobs.Job) (sizing, error) {
 				z.StreamBytes = min(z.Bytes, streamBytes(res, factor))
 			}
 		}
+		z.StreamBytes = declaredStream(m, z, factor)
 		return z, nil
 	}
 	req, err := m.EstimateRequest()
@@ -160,7 +161,19 @@ func (r *Runner) size(m models.Model, job jobs.Job) (sizing, error) {
 		bytes = int64(float64(bytes) * job.OOMFactor)
 	}
 	bytes = max(bytes, job.RetryBytes)
-	return sizing{Bytes: bytes, StreamBytes: min(bytes, streamBytes(res, factor)), Key: res.Key}, nil
+	z := sizing{Bytes: bytes, StreamBytes: min(bytes, streamBytes(res, factor)), Key: res.Key}
+	z.StreamBytes = declaredStream(m, z, factor)
+	return z, nil
+}
+
+// declaredStream is z's per-stream size, or the entry's stream_memory
+// (scaled by the job's OOM factor, at most the whole instance) where the
+// operator declared one.
+func declaredStream(m models.Model, z sizing, factor float64) int64 {
+	if m.StreamMemoryBytes <= 0 {
+		return z.StreamBytes
+	}
+	return min(z.Bytes, int64(math.Ceil(float64(m.StreamMemoryBytes)*factor)))
 }
 
 // streamBytes is what one more stream adds to an instance by estimate res:

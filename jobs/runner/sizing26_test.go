@@ -85,6 +85,18 @@ func TestSizeGivesSharedAndStreamParts(t *testing.T) {
 	if zu, _ := r.size(unknown, jobs.Job{}); zu.Bytes != units.GiB || zu.StreamBytes != units.GiB {
 		t.Errorf("no profile: %+v, want a stream to cost the whole 1 GiB", zu)
 	}
+	declared := unknown
+	declared.StreamMemoryBytes = 256 * units.MiB // [[models.model]] stream_memory
+	if zd, _ := r.size(declared, jobs.Job{}); zd.Bytes != units.GiB || zd.StreamBytes != 256*units.MiB {
+		t.Errorf("stream_memory 256 MiB, no profile: %+v, want 1 GiB and 256 MiB per stream", zd)
+	}
+	if zd, _ := r.size(declared, jobs.Job{OOMFactor: 2}); zd.StreamBytes != 512*units.MiB {
+		t.Errorf("stream_memory after an OOM: %+v, want 512 MiB per stream", zd)
+	}
+	declaredTiny := tinyModel(t, config.Model{StreamMemory: units.Bytes(64 * units.MiB)})
+	if zt, _ := r.size(declaredTiny, jobs.Job{}); zt.Bytes != z.Bytes || zt.StreamBytes != 64*units.MiB {
+		t.Errorf("stream_memory over the estimate: %+v, want %d and 64 MiB per stream", zt, z.Bytes)
+	}
 }
 
 type peaks map[string]int64
