@@ -271,12 +271,14 @@ func decodeBody(body []byte, version byte, l *placement.Lease) error {
 		}
 		if len(r.b) != 0 && r.err == nil { // the optional tail
 			l.MaxBytes = r.i64()
-			if part := r.str(); part != "" {
-				if l.EstimateKey == nil {
-					r.fail("estimate key part without a key")
-				} else {
-					l.EstimateKey.Part = part
-				}
+			switch part := r.str(); {
+			case part == "" && l.MaxBytes == 0:
+				r.fail("empty tail") // never written: a lease with nothing to add has none
+			case part == "":
+			case l.EstimateKey == nil:
+				r.fail("estimate key part without a key")
+			default:
+				l.EstimateKey.Part = part
 			}
 		}
 	}

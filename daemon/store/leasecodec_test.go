@@ -1,12 +1,16 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,5 +258,45 @@ func TestPreviousVersionStateRead(t *testing.T) {
 	db.Close()
 	if ep, err := readEpoch(dir); err != nil || ep.gen == 0 {
 		t.Errorf("epoch after the upgrade: %+v, %v", ep, err)
+	}
+}
+
+// TestLeaseUntailedByteIdentical: a lease never resized and without an
+// estimate key part is stored byte for byte as the encoder before leaseV2's
+// optional tail wrote it (testdata/lease-v2-untailed.hex: fullLease, less
+// the tail's fields, encoded by that encoder), so earlier binaries read it.
+func TestLeaseUntailedByteIdentical(t *testing.T) {
+	golden, err := os.ReadFile("testdata/lease-v2-untailed.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := hex.DecodeString(strings.TrimSpace(string(golden)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := fullLease()
+	l.MaxBytes, l.EstimateKey.Part = 0, ""
+	if got := encodeLease(nil, &l); !bytes.Equal(got, want) {
+		t.Fatalf("untailed lease:\n got %x\nwant %x", got, want)
+	}
+	l = fullLease()
+	if got := encodeLease(nil, &l); len(got) <= len(want) || !bytes.Equal(got[:len(want)-leaseSum], want[:len(want)-leaseSum]) {
+		t.Fatalf("tailed lease does not extend the untailed form:\n got %x\nwant %x…", got, want[:len(want)-leaseSum])
+	}
+}
+
+// TestLeaseTailRefused: a tail the encoder never writes is refused, not
+// read: an empty one (nothing to add: no tail is written) and a part with
+// no estimate key to hold it. Both carry a valid checksum.
+func TestLeaseTailRefused(t *testing.T) {
+	plain := encodeLease(nil, &placement.Lease{ID: "l"})
+	body := plain[:len(plain)-leaseSum]
+	for name, tail := range map[string][]byte{"empty": {0, 0}, "part without key": append([]byte{0, 6}, "stream"...)} {
+		v := append(append([]byte{}, body...), tail...)
+		v = binary.LittleEndian.AppendUint32(v, crc32.Checksum(v, crcTable))
+		var l placement.Lease
+		if err := decodeLease(v, &l); !errors.Is(err, errLeaseCodec) {
+			t.Errorf("%s tail: err %v, want %v", name, err, errLeaseCodec)
+		}
 	}
 }
