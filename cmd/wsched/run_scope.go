@@ -50,8 +50,9 @@ func systemdBooted() bool {
 }
 
 // gate has child wait, once started, until open is called: /bin/sh reads
-// its fd 3 (a pipe whose write end open closes), then execs the program
-// with the same PID, fd 3 closed.
+// the gate's fd (a pipe whose write end open closes), then execs the
+// program with the same PID, that fd closed. The gate's fd comes after the
+// child's own ExtraFiles, which keep their numbers (3 onwards).
 func gate(child *exec.Cmd) (open func(), err error) {
 	if child.Err != nil {
 		return nil, child.Err
@@ -60,10 +61,11 @@ func gate(child *exec.Cmd) (open func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: gate: %w", err)
 	}
-	path := child.Path
-	child.Args = append([]string{"sh", "-c", `read _ <&3; exec 3<&- "$@"`, "wsched-run", path}, child.Args[1:]...)
+	path, fd := child.Path, 3+len(child.ExtraFiles)
+	script := fmt.Sprintf(`read _ <&%d; exec %d<&- "$@"`, fd, fd)
+	child.Args = append([]string{"sh", "-c", script, "wsched-run", path}, child.Args[1:]...)
 	child.Path = "/bin/sh"
-	child.ExtraFiles = append([]*os.File{r}, child.ExtraFiles...)
+	child.ExtraFiles = append(child.ExtraFiles, r)
 	return func() {
 		_ = r.Close()
 		_ = w.Close()
