@@ -52,69 +52,72 @@ static size_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned cha
 	return w * (h ? h : 1) * (d ? d : 1) * element_bytes(format) * (channels ? channels : 1);
 }
 
+/* The extents' bytes of a 2D or 3D descriptor, v1 or _v2 (the same field
+ * names); none without one (the driver refuses it). */
+#define BYTES_2D(d) ((d) ? array_bytes((d)->Width, (d)->Height, 1, (d)->Format, (d)->NumChannels) : 0)
+#define BYTES_3D(d) ((d) ? array_bytes((d)->Width, (d)->Height, (d)->Depth, (d)->Format, (d)->NumChannels) : 0)
+
+/* COUNTED(n, call, arr) ends a create wrapper: reserve n bytes (else
+ * CUDA_ERROR_OUT_OF_MEMORY), make the driver's call, and settle with the
+ * array it wrote to *arr as the key (key space 2), or give n back. */
+#define COUNTED(n, call, arr)                                                                 \
+	do {                                                                                  \
+		size_t n_ = (n);                                                              \
+		if (!reserve(n_))                                                             \
+			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
+		CUresult rc_ = (call);                                                        \
+		return settle(rc_, 2, rc_ == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*(arr) : 0, n_); \
+	} while (0)
+
 EXPORT CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc) {
 	REAL(cuArrayCreate_v2)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArrayCreate_v2(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+	COUNTED(BYTES_2D(desc), r_cuArrayCreate_v2(arr, desc), arr);
 }
 
 EXPORT CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
 	REAL(cuArrayCreate)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArrayCreate(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+	COUNTED(BYTES_2D(desc), r_cuArrayCreate(arr, desc), arr);
 }
 
 EXPORT CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
 	REAL(cuArray3DCreate_v2)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArray3DCreate_v2(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+	COUNTED(BYTES_3D(desc), r_cuArray3DCreate_v2(arr, desc), arr);
 }
 
 EXPORT CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
 	REAL(cuArray3DCreate)
-	size_t n = desc ? array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels) : 0;
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuArray3DCreate(arr, desc);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+	COUNTED(BYTES_3D(desc), r_cuArray3DCreate(arr, desc), arr);
 }
 
-/* A mipmapped array holds every level: each halves the extents (at least 1)
- * of the one before. */
-EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
-	REAL(cuMipmappedArrayCreate)
+/* mipmap_bytes: a mipmapped array holds every level, each halving the
+ * extents (at least 1) of the one before. */
+static size_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
 	size_t n = 0;
 	for (unsigned l = 0; desc && l < (levels ? levels : 1) && l < 64; l++) {
 		size_t w = desc->Width >> l, h = desc->Height >> l, d = desc->Depth >> l;
 		n += array_bytes(w ? w : 1, desc->Height ? (h ? h : 1) : 0, desc->Depth ? (d ? d : 1) : 0, desc->Format, desc->NumChannels);
 	}
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMipmappedArrayCreate(arr, desc, levels);
-	return settle(rc, 2, rc == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*arr : 0, n);
+	return n;
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
+	REAL(cuMipmappedArrayCreate)
+	COUNTED(mipmap_bytes(desc, levels), r_cuMipmappedArrayCreate(arr, desc, levels), arr);
+}
+
+/* destroyed gives a destroyed array's bytes back when the driver agreed. */
+static CUresult destroyed(CUresult rc, void *arr) {
+	if (rc == CUDA_SUCCESS)
+		forget(2, (unsigned long long)(uintptr_t)arr);
+	return rc;
 }
 
 EXPORT CUresult cuArrayDestroy(CUarray arr) {
 	REAL(cuArrayDestroy)
-	CUresult rc = r_cuArrayDestroy(arr);
-	if (rc == CUDA_SUCCESS)
-		forget(2, (unsigned long long)(uintptr_t)arr);
-	return rc;
+	return destroyed(r_cuArrayDestroy(arr), arr);
 }
 
 EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray arr) {
 	REAL(cuMipmappedArrayDestroy)
-	CUresult rc = r_cuMipmappedArrayDestroy(arr);
-	if (rc == CUDA_SUCCESS)
-		forget(2, (unsigned long long)(uintptr_t)arr);
-	return rc;
+	return destroyed(r_cuMipmappedArrayDestroy(arr), arr);
 }
