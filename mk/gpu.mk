@@ -22,4 +22,4 @@ gpu-kit: preload
 	   ../shared/models/whisper-empty/for-tests-ggml-large.bin $(GPU_KIT)/models/
 	cp ../shared/audio/jfk.wav packaging/gpu/report.py $(GPU_KIT)/
 	cp $(PRELOAD_LIB) $(GPU_KIT)/bin/
-	cp packaging/gpu/hog.c packaging/gpu/contention.sh $(GPU_KIT)/
+	cp packaging/gpu/hog.c packaging/gpu/contention.sh packaging/gpu/daemon-config.sh $(GPU_KIT)/

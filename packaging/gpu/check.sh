@@ -15,6 +15,8 @@
 #      but for 1.5 GiB for 25 s: the job's attempts and outcome.
 # WSCHED_GPU_STEPS=backends: only the build and `wsched backends` (the device kinds a CUDA build reports).
 set -euo pipefail
+# shellcheck source=packaging/gpu/daemon-config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/daemon-config.sh"
 kit=$(realpath "${1:?usage: check.sh KIT OUT}")
 out=$(realpath "${2:?usage: check.sh KIT OUT}")
 work=/tmp/wsched-gpu
@@ -46,16 +48,9 @@ write_config() {
 	rm -rf "$work/state"
 	cp "$kit"/models/for-tests-ggml-*.bin "$work/models/" 2>/dev/null || true
 	install -m 0755 "$kit/bin/wsched-backend-whisper" "$work/plugins/"
-	cat >"$work/wsched.toml" <<EOF
-[daemon]
-socket = "$work/wsched.sock"
-state_dir = "$work/state"
-log_level = "debug"
-[inventory]
-refresh_interval = "1s"
-[placement]
-safety_factor = 1.0
-reserved = "256MiB"
+	{
+		daemon_config_head "$work"
+		cat <<EOF
 [backends]
 plugin_dir = "$work/plugins"
 dev_dirs = []
@@ -69,6 +64,7 @@ backend = "whisper.cpp"
 path = "$work/models/for-tests-ggml-large.bin"
 memory = "200MiB"
 EOF
+	} >"$work/wsched.toml"
 }
 
 start_daemon() {

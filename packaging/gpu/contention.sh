@@ -15,6 +15,8 @@
 #      of whisper.cpp that check.sh makes (/tmp/wsched-gpu/prefix): run `bash check.sh KIT OUT0` first (or
 #      WSCHED_GPU_STEPS=backends for the build alone); skipped without it.
 set -euo pipefail
+# shellcheck source=packaging/gpu/daemon-config.sh
+. "$(dirname "${BASH_SOURCE[0]}")/daemon-config.sh"
 kit=$(realpath "${1:?usage: contention.sh KIT OUT}")
 out=$(realpath "${2:?usage: contention.sh KIT OUT}")
 CLIENTS=${CLIENTS:-12}
@@ -45,16 +47,9 @@ fi
 write_config() {
 	rm -rf "$work/state"
 	mkdir -p "$work/plugins" "$work/models"
-	cat >"$work/wsched.toml" <<EOF
-[daemon]
-socket = "$work/wsched.sock"
-state_dir = "$work/state"
-log_level = "debug"
-[inventory]
-refresh_interval = "1s"
-[placement]
-safety_factor = 1.0
-reserved = "256MiB"
+	{
+		daemon_config_head "$work"
+		cat <<EOF
 [leases]
 overrun = "warn"
 [enforcement]
@@ -67,6 +62,7 @@ dev_dirs = []
 dir = "$work/models"
 default = "base"
 EOF
+	} >"$work/wsched.toml"
 }
 
 start_daemon() { # start_daemon NAME
