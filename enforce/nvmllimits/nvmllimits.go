@@ -43,6 +43,14 @@ static int call_set(void *f, nvmlDevice_t dev, const char *ns, unsigned long lon
 	return ((set_fn)f)(dev, &l);
 }
 static const char *call_errstr(void *f, int rc) { return f ? ((errstr_fn)f)(rc) : ""; }
+
+// open_lib is dlopen with dlerror read on the same thread (a goroutine may
+// change threads between two cgo calls, and dlerror's state is per thread).
+static void *open_lib(const char *path, const char **why) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	*why = h ? NULL : dlerror();
+	return h;
+}
 */
 import "C"
 
@@ -50,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -66,9 +75,16 @@ const Unlimited = math.MaxUint64
 // ErrNoCall: the library has no memory-limits call (a driver before R615).
 var ErrNoCall = errors.New("nvmllimits: " + SetSymbol + " not exported (driver older than R615)")
 
+// ErrClosed: Set or Clear after Close (the library is unloaded).
+var ErrClosed = errors.New("nvmllimits: library closed")
+
 // Lib is an open, initialised NVML library with the memory-limits call.
+// Its methods may be called from several goroutines: Close waits for the
+// calls in flight, and a call after Close is ErrClosed, never a call into
+// the unloaded library.
 type Lib struct {
-	handle   unsafe.Pointer
+	mu       sync.RWMutex   // held for reading during each call into the library
+	handle   unsafe.Pointer // nil once closed
 	init     unsafe.Pointer
 	shutdown unsafe.Pointer
 	byUUID   unsafe.Pointer
@@ -114,6 +130,11 @@ func Open(path string) (*Lib, error) {
 // Set sets the limits of the GPU with uuid for the cgroup whose directory
 // is cgroupDir: soft and hard, in bytes.
 func (l *Lib) Set(uuid, cgroupDir string, soft, hard uint64) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.handle == nil {
+		return fmt.Errorf("nvmllimits: set limits on %s for %s: %w", uuid, cgroupDir, ErrClosed)
+	}
 	cu, cns := C.CString(uuid), C.CString(cgroupDir)
 	defer C.free(unsafe.Pointer(cu))
 	defer C.free(unsafe.Pointer(cns))
@@ -131,12 +152,19 @@ func (l *Lib) Set(uuid, cgroupDir string, soft, hard uint64) error {
 // hard Unlimited).
 func (l *Lib) Clear(uuid, cgroupDir string) error { return l.Set(uuid, cgroupDir, 0, Unlimited) }
 
-// Close shuts NVML down (its use count) and unloads the library.
+// Close shuts NVML down (its use count) and unloads the library, once the
+// calls in flight have returned; closing again does nothing.
 func (l *Lib) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.handle == nil {
+		return nil
+	}
 	if l.shutdown != nil {
 		C.call_init(l.shutdown) // same signature: int (void)
 	}
 	C.dlclose(l.handle)
+	l.handle, l.init, l.shutdown, l.byUUID, l.set, l.errStr = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -155,9 +183,10 @@ func (l *Lib) err(rc C.int) error {
 func dlopen(path string) (unsafe.Pointer, error) {
 	cp := C.CString(path)
 	defer C.free(unsafe.Pointer(cp))
-	h := C.dlopen(cp, C.RTLD_NOW|C.RTLD_LOCAL)
+	var why *C.char
+	h := C.open_lib(cp, &why)
 	if h == nil {
-		return nil, fmt.Errorf("nvmllimits: dlopen %s: %s", path, C.GoString(C.dlerror()))
+		return nil, fmt.Errorf("nvmllimits: dlopen %s: %s", path, C.GoString(why))
 	}
 	return h, nil
 }

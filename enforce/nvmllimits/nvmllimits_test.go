@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/wsched/wsched/enforce/nvmllimits"
@@ -67,5 +68,40 @@ func TestOlderDriverHasNoCall(t *testing.T) {
 	}
 	if nvmllimits.Has(filepath.Join(t.TempDir(), "libnvidia-ml.so.1")) {
 		t.Error("Has = true for a library that does not exist")
+	}
+}
+
+// A call after Close is ErrClosed, not a call into the unloaded library
+// (which would crash the daemon: its limits' owner may still be clearing a
+// cgroup's limits when the daemon closes the library), and closing again
+// does nothing.
+func TestSetAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	lib, err := fakenvml.Build("", dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakenvml.LogEnv, filepath.Join(dir, "calls"))
+	l, err := nvmllimits.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Clear("GPU-aaaa", t.TempDir()); !errors.Is(err, nvmllimits.ErrClosed) {
+		t.Errorf("Clear after Close: %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// Open names the loader's reason for a library that does not load.
+func TestOpenSaysWhy(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	_, err := nvmllimits.Open(missing)
+	if err == nil || !strings.Contains(err.Error(), "No such file") {
+		t.Errorf("Open(%s): %v, want the loader's reason", missing, err)
 	}
 }
