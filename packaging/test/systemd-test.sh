@@ -348,6 +348,14 @@ check "wsched run: the child ran in a scope wsched-run-PID-PID.scope with Delega
 	'cat /tmp/run-cg /tmp/run-delegate; grep -q "/wsched-run-[0-9]*-[0-9]*\.scope$" /tmp/run-cg && grep -qx yes /tmp/run-delegate'
 check "wsched run: the setsid child is gone, and so is the scope" inside sh -c \
 	'p=$(cat /tmp/run-pid); [ -n "$p" ] || exit 1; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; ! kill -0 "$p" 2>/dev/null && [ -z "$(systemctl list-units --all --no-legend "wsched-run-*")" ]'
+# As a user (alice, login session): the scope comes from her user manager over her bus (or, without one, the run
+# goes on without a cgroup of its own); either way the child's exit status comes back.
+inside rm -f /tmp/alice-run-cg /tmp/alice-run-rc
+as_user alice 'timeout 60 wsched run --memory 1GiB -- sh -c "cat /proc/self/cgroup >/tmp/alice-run-cg; exit 3"; echo $? >/tmp/alice-run-rc' \
+	>>"$LOGS/alice-run.log" 2>&1 || true
+say "  wsched run as alice: cgroup $(inside cat /tmp/alice-run-cg 2>/dev/null | tail -1)"
+check "wsched run as alice: the child ran and its exit status (3) came back" inside sh -c \
+	'[ -s /tmp/alice-run-cg ] && [ "$(cat /tmp/alice-run-rc)" = 3 ]'
 
 # --- leases across restarts -----------------------------------------------------------------------------------
 inside runuser -u alice -- sh -c 'eval "$(wsched lease --memory 2GiB --ttl 5m)"; exec sleep 25' >"$LOGS/alice-lease.log" 2>&1 &
