@@ -18,13 +18,22 @@ const cleanupTimeout = 5 * time.Second
 
 var errExited = errors.New("backend process exited")
 
-// env is a backend's whole environment under lease l: Options.Environ and,
-// winning over it, the lease's variables (placement.Env).
-func (h *Host) env(l placement.Lease) []string {
+// env is a backend's whole environment under lease l for spec:
+// Options.Environ and, winning over it, the lease's variables
+// (placement.Env) and its enforcement tier's. The tier's cap is set once,
+// at start, so for an instance that takes several streams it is the most
+// the lease may grow to (one stream's growth per further stream): a cap at
+// the first stream's size would refuse the second stream's memory (the
+// preload cap's CUDA_ERROR_OUT_OF_MEMORY, MPS's pinned limit).
+func (h *Host) env(l placement.Lease, spec Spec) []string {
 	env := h.opts.Environ()
 	vars := placement.Env(l)
 	if h.opts.Enforce != nil {
-		maps.Copy(vars, h.opts.Enforce(l))
+		capped := l
+		if spec.shared() {
+			capped.Bytes += int64(spec.MaxStreams-1) * spec.streamBytes()
+		}
+		maps.Copy(vars, h.opts.Enforce(capped))
 	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
@@ -47,7 +56,7 @@ func loadDevice(l placement.Lease) string {
 func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, plugins.MemoryReport, error) {
 	var info plugins.Info
 	var mem plugins.MemoryReport
-	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
+	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease, w.spec), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
 	if err != nil {
 		return nil, info, mem, err
 	}
