@@ -129,6 +129,21 @@ int reserve(size_t n) {
 	return ok;
 }
 
+/* grow counts n bytes the driver took beyond those reserved (a pitch it
+ * rounded up): never refused, as the driver holds them already, but the
+ * peak and the passing of the lease are as reserve's. */
+static void grow(size_t n) {
+	pthread_mutex_lock(&mu);
+	size_t before = used;
+	used += n;
+	if (used > peak)
+		peak = used;
+	int borrowing = lease >= 0 && before <= (size_t)lease && used > (size_t)lease;
+	pthread_mutex_unlock(&mu);
+	if (borrowing)
+		report(0);
+}
+
 static void unreserve(size_t n) {
 	pthread_mutex_lock(&mu);
 	used = n > used ? 0 : used - n;
@@ -233,9 +248,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w, s
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult rc = r_cuMemAllocPitch_v2(dptr, pitch, w, h, elem);
 	if (rc == CUDA_SUCCESS && *pitch * h > n) {
-		pthread_mutex_lock(&mu);
-		used += *pitch * h - n;
-		pthread_mutex_unlock(&mu);
+		grow(*pitch * h - n);
 		n = *pitch * h;
 	}
 	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
@@ -247,6 +260,10 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsig
 	if (!reserve(n))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult rc = r_cuMemAllocPitch(dptr, pitch, w, h, elem);
+	if (rc == CUDA_SUCCESS && (size_t)*pitch * h > n) {
+		grow((size_t)*pitch * h - n);
+		n = (size_t)*pitch * h;
+	}
 	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
 }
 
