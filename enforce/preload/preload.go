@@ -10,6 +10,7 @@ package preload
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -56,4 +57,22 @@ func Env(lib, inherited string, leaseBytes, borrowBytes int64, socket string) ma
 		env["WSCHED_SOCKET"] = socket
 	}
 	return env
+}
+
+// HostVars are the variables Env adds: they name files of the host (the
+// library, the daemon's socket), so a container, which has neither, must
+// not get them.
+var HostVars = []string{"LD_PRELOAD", "WSCHED_CUDA_LIMIT_BYTES", "WSCHED_SOCKET"}
+
+// ForContainer is env without HostVars: a lease's environment as a
+// container gets it (an LD_PRELOAD of a library the container lacks makes
+// the loader complain at every exec there, and caps nothing).
+func ForContainer(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		if !slices.Contains(HostVars, k) {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/enforce/preload"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -71,13 +72,17 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 		return nil, "", fmt.Errorf("allocate %d units (%d bytes) of %s: %w", len(ids), bytes, ResourceName, err)
 	}
 	p.log.Info("lease granted", "lease", l.ID, "gpu", l.GPUUUID, "bytes", l.MemoryBytes, "devices", ids)
-	env := map[string]string{}
-	for k, v := range l.Env {
-		env[k] = v
-	}
-	// The NVIDIA container runtime mounts the driver for this GPU only.
+	return &pluginapi.ContainerAllocateResponse{Envs: containerEnv(l), Devices: p.deviceNodes(l.GPUIndex)}, l.ID, nil
+}
+
+// containerEnv is lease l's environment for the container: without the
+// preload tier's host variables (the container has neither the library
+// nor the daemon's socket), and the GPU for the NVIDIA container runtime,
+// which mounts the driver for this GPU only.
+func containerEnv(l api.Lease) map[string]string {
+	env := preload.ForContainer(l.Env)
 	env["NVIDIA_VISIBLE_DEVICES"] = l.GPUUUID
-	return &pluginapi.ContainerAllocateResponse{Envs: env, Devices: p.deviceNodes(l.GPUIndex)}, l.ID, nil
+	return env
 }
 
 // releaseOverlapping releases the plugin's leases holding any of ids.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/enforce/preload"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 )
 
@@ -242,12 +243,11 @@ func (d *Driver) unprepare(ctx context.Context, uid string) error {
 	return errors.Join(errs...)
 }
 
-// envList is the lease's environment for the container, as CDI has it.
+// envList is the lease's environment for the container, as CDI has it:
+// without the preload tier's host variables (the container has neither
+// the library nor the daemon's socket).
 func envList(l api.Lease) []string {
-	env := maps.Clone(l.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
+	env := preload.ForContainer(l.Env)
 	env["NVIDIA_VISIBLE_DEVICES"] = l.GPUUUID
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {
