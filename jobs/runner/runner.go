@@ -144,7 +144,9 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			inst.Discard("its job was cancelled or timed out")
+			if m.Streams() <= 1 { // a shared instance is kept: the aborted call had a state of its own, and others' streams run there
+				inst.Discard("its job was cancelled or timed out")
+			}
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
 			if m.Streams() > 1 {
