@@ -128,12 +128,20 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 // to the lease. The last stream's check-in makes the instance warm for its
 // keep-alive, or drops it when it has none, has been given up, or the host
 // stopped.
-func (h *Host) checkin(w *worker) {
+func (h *Host) checkin(w *worker) { h.checkinStream(w, true) }
+
+// checkinStream is checkin; freed says whether a stream that others may
+// take is free now (false for a join that failed: the stream it claimed
+// was never used, and waking the waiters would wake the caller's own wait
+// again, in a loop).
+func (h *Host) checkinStream(w *worker, freed bool) {
 	h.shrinkFor(w)
 	now := time.Now()
 	h.mu.Lock()
 	if w.state != StateBusy || w.streams > 0 { // others still use it, or shutdown or a lost lease claimed it
-		h.broadcast() // a stream is free
+		if freed {
+			h.broadcast() // a stream is free
+		}
 		h.mu.Unlock()
 		return
 	}

@@ -80,7 +80,7 @@ func (h *Host) join(ctx context.Context, k key, spec Spec) *Instance {
 	}
 	if err := h.syncSize(ctx, w); err != nil {
 		w.log.Debug("no room for one more stream on the instance's GPU", "grow", units.FormatBytes(grow), "err", err)
-		h.checkin(w)
+		h.checkinStream(w, false) // a stream never used: no news for the waiters (it would wake this caller's own wait)
 		return nil
 	}
 	h.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wsched/wsched/internal/config"
 	"github.com/wsched/wsched/placement"
@@ -62,5 +63,56 @@ func TestStreamJoinLostAnswerLeaksNoGrowth(t *testing.T) {
 	}
 	if n := a.Streams(); n != 1 {
 		t.Errorf("%d streams on the instance, want 1", n)
+	}
+}
+
+// countedResizes is the engine, counting the resizes asked of it.
+type countedResizes struct {
+	*placement.Engine
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countedResizes) Resize(ctx context.Context, id string, bytes int64) (placement.Lease, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Engine.Resize(ctx, id, bytes)
+}
+
+func (c *countedResizes) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestStreamWaiterDoesNotSpin: a caller waiting for room to join (one more
+// stream fits nowhere) tries again when something changes and every
+// joinRetry, not in a loop: its own failed try must not wake it again.
+func TestStreamWaiterDoesNotSpin(t *testing.T) {
+	var cr *countedResizes
+	r := newRig(t, []int64{4 * GiB, 4 * GiB}, func(_ *config.Backends, o *Options) {
+		cr = &countedResizes{Engine: o.Leases.(*placement.Engine)}
+		o.Leases = cr
+	})
+	spec := r.streamSpec("model.bin", 4)
+	spec.Wait = time.Minute
+	a, relA := r.acquire(spec)
+	defer relA()
+	gpu := a.Lease().GPUIndex
+	r.outside(gpu, 2*GiB-256*MiB) // 256 MiB left there: not a stream
+	r.outside(1-gpu, 3*GiB)       // 1 GiB left: not a whole instance
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, _, err := r.h.Acquire(ctx, spec); done <- err }()
+	time.Sleep(2 * joinRetry) // waiting: a few tries at most
+	n := cr.count()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("waiting Acquire: %v, want context.Canceled", err)
+	}
+	t.Logf("%d resizes asked in %s of waiting", n, 2*joinRetry)
+	if n > 10 {
+		t.Errorf("%d resizes asked while one caller waited %s for room (every %s): it spins", n, 2*joinRetry, joinRetry)
 	}
 }
