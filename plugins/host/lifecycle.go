@@ -18,11 +18,24 @@ const cleanupTimeout = 5 * time.Second
 
 var errExited = errors.New("backend process exited")
 
-// env is a backend's whole environment under lease l: Options.Environ and,
-// winning over it, the lease's variables (placement.Env).
-func (h *Host) env(l placement.Lease) []string {
+// env is a backend's whole environment under w's lease: Options.Environ
+// and, winning over it, the lease's variables (placement.Env). The caps
+// fixed for the process's life (the enforcement tier's allocation cap, the
+// memory fraction) are set for every stream the instance may serve: its
+// lease grows by Resize after the process started (streams.go).
+func (h *Host) env(w *worker) []string {
+	l := w.lease
 	env := h.opts.Environ()
 	vars := placement.Env(l)
+	h.mu.Lock()
+	more := w.maxStreams - 1
+	h.mu.Unlock()
+	if more > 0 && l.GPU != placement.CPU && l.GPU != "" {
+		l.Bytes += int64(more) * w.spec.streamBytes()
+		if f, ok := placement.Env(l)["WSCHED_MEMORY_FRACTION"]; ok {
+			vars["WSCHED_MEMORY_FRACTION"] = f
+		}
+	}
 	if h.opts.Enforce != nil {
 		maps.Copy(vars, h.opts.Enforce(l))
 	}
@@ -47,7 +60,7 @@ func loadDevice(l placement.Lease) string {
 func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, plugins.MemoryReport, error) {
 	var info plugins.Info
 	var mem plugins.MemoryReport
-	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
+	p, err := startProcess(ctx, w.bin.Path, h.env(w), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
 	if err != nil {
 		return nil, info, mem, err
 	}

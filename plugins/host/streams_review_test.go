@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +115,38 @@ func TestStreamWaiterDoesNotSpin(t *testing.T) {
 	t.Logf("%d resizes asked in %s of waiting", n, 2*joinRetry)
 	if n > 10 {
 		t.Errorf("%d resizes asked while one caller waited %s for room (every %s): it spins", n, 2*joinRetry, joinRetry)
+	}
+}
+
+// TestSharedInstanceCappedForItsStreams: the allocation cap a backend is
+// started under (the preload or MPS tier's, fixed for the process's life)
+// covers every stream its instance may serve, not only the first: a shared
+// instance's lease grows by Resize after the process started, and a cap at
+// the first stream's size would refuse the second stream's state. A
+// one-stream instance is capped at its lease.
+func TestSharedInstanceCappedForItsStreams(t *testing.T) {
+	var mu sync.Mutex
+	capped := map[string]int64{} // model path → bytes the cap was set from
+	r := newRig(t, []int64{24 * GiB}, func(_ *config.Backends, o *Options) {
+		o.Enforce = func(l placement.Lease) map[string]string {
+			mu.Lock()
+			defer mu.Unlock()
+			capped[l.Labels[LabelModel]] = l.Bytes
+			return map[string]string{"WSCHED_TEST_CAP": fmt.Sprint(l.Bytes)}
+		}
+	})
+	shared := r.streamSpec("shared.bin", 4)
+	one := r.streamSpec("one.bin", 1)
+	_, relS := r.acquire(shared)
+	defer relS()
+	_, relO := r.acquire(one)
+	defer relO()
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := capped[shared.Load.ModelPath], 2*GiB+3*512*MiB; got != want {
+		t.Errorf("shared instance (4 streams) capped at %d bytes, want %d (the first stream and three more)", got, want)
+	}
+	if got := capped[one.Load.ModelPath]; got != 2*GiB {
+		t.Errorf("one-stream instance capped at %d bytes, want its lease's 2 GiB", got)
 	}
 }
