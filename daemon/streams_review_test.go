@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/internal/config"
+	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/jobs"
 	"github.com/wsched/wsched/plugins/plugintest"
 )
@@ -60,6 +61,28 @@ func TestCancelDropsOneStreamInstance(t *testing.T) {
 	for i := 0; len(backendsOf(t, td).Instances) > 0; i++ {
 		if i > 1000 {
 			t.Fatalf("instances %+v still there after their job was cancelled", backendsOf(t, td).Instances)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTimeoutDropsSharedInstance: a job that timed out on a shared
+// instance still condemns it (a timeout may mean a wedged backend, which
+// the next jobs' streams should not meet).
+func TestTimeoutDropsSharedInstance(t *testing.T) {
+	t.Setenv(plugintest.Env(plugintest.Segments), "50")
+	t.Setenv(plugintest.Env(plugintest.SegmentDelay), "100ms")
+	td, audio := jobDaemon(t, GiB, func(c *config.Config) {
+		c.Models.Entries[0].MaxStreams = 4
+		c.Jobs.Timeout, c.Jobs.MaxRetries = units.Duration(time.Second), 0
+	})
+	a := td.submit(t, fmt.Sprintf(`{"audio_path": %q}`, audio))
+	if got := td.waitJob(t, a.ID, finished); got.State != jobs.Failed || got.ErrorKind != "timeout" {
+		t.Fatalf("job %s (%s %s), want failed by its timeout", got.State, got.ErrorKind, got.Error)
+	}
+	for i := 0; len(backendsOf(t, td).Instances) > 0; i++ {
+		if i > 1000 {
+			t.Fatalf("instances %+v still there after their job timed out", backendsOf(t, td).Instances)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
