@@ -96,6 +96,9 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 		return Lease{}, fmt.Errorf("%w: memory_bytes must be above 0", ErrInvalid)
 	}
 	delta := bytes - l.Bytes
+	if delta == 0 { // no resize: no max_bytes (its peak is still one size's), commit or event
+		return l.clone(), nil
+	}
 	if err := s.admitGrowth(l, delta); delta > 0 && err != nil {
 		return Lease{}, err
 	}

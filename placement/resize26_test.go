@@ -87,3 +87,29 @@ func TestResizeGrowthUndoneWhenNotDurable(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestResizeToSameSizeChangesNothing: a resize to the size a lease has is
+// no resize: no max_bytes (which would keep its peak from being learned),
+// no commit, no event.
+func TestResizeToSameSizeChangesNothing(t *testing.T) {
+	fs := &fullStore{memStore: *newMemStore()}
+	r := newRig(t, gpus(1, 24*GiB), func(_ *rigConfig, o *Options) { o.Store = fs })
+	l := r.acquire(req(2 * GiB))
+	events, unsub, err := r.eng.Subscribe(context.Background(), EventResized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub()
+	got, err := r.eng.Resize(context.Background(), l.ID, 2*GiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Bytes != 2*GiB || got.MaxBytes != 0 || fs.stored(l.ID).MaxBytes != 0 {
+		t.Errorf("after a resize to its own size: %d bytes, max %d (stored max %d); want 2 GiB, never resized", got.Bytes, got.MaxBytes, fs.stored(l.ID).MaxBytes)
+	}
+	select {
+	case ev := <-events:
+		t.Errorf("event %s %q for a resize to the same size", ev.Type, ev.Reason)
+	default:
+	}
+}

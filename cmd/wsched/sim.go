@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -36,9 +37,9 @@ stranded memory, then wsched against fifo on issue 26's targets.
 
 --workload mixed (the default) is built in: 90 % clips of 3–15 s and 10 % files
 of 5–15 min, Poisson arrivals at --load of the machine's capacity, --jobs jobs of
---model. --workload FILE reads JSON Lines, one job a line:
+--model. --workload FILE reads JSON Lines, one job a line ("-": stdin):
   {"arrival": 12.5, "audio_seconds": 8, "model": "large-v3", "priority": "normal", "uid": 1000}
---trace FILE reads a daemon's trace instead (` + "`wsched jobs --trace > FILE`" + `, GET
+--trace FILE ("-": stdin) reads a daemon's trace instead (` + "`wsched jobs --trace > FILE`" + `, GET
 /v1/jobs/trace): its jobs as the workload (models by family: tiny, base, small,
 medium, large), its lease events summarised beside the table.
 
@@ -53,8 +54,8 @@ assumed). The same --seed gives the same output.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.sim(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.workload, "workload", "mixed", `"mixed" or a JSON Lines file`)
-	fl.StringVar(&f.trace, "trace", "", "a daemon's trace (wsched jobs --trace) as the workload")
+	fl.StringVar(&f.workload, "workload", "mixed", `"mixed" or a JSON Lines file ("-": stdin)`)
+	fl.StringVar(&f.trace, "trace", "", `a daemon's trace (wsched jobs --trace) as the workload ("-": stdin)`)
 	fl.StringVar(&f.policy, "policy", "", "fifo, wsched or process-per-job; comma-separated for several (default: all)")
 	fl.StringVar(&f.model, "model", "large-v3", "model of the mixed workload")
 	fl.IntVar(&f.jobs, "jobs", 20000, "jobs of the mixed workload")
@@ -81,7 +82,7 @@ func (a *app) sim(cmd *cobra.Command, f simFlags) error {
 		return fmt.Errorf("sim: want --jobs 1 to 1000000, --load above 0 up to 2, --gpus and --streams-per-gpu 1 to 1024")
 	}
 	f.cfg.Seed = f.seed
-	work, trace, err := simWorkload(f)
+	work, trace, err := simWorkload(f, a.in)
 	if err != nil {
 		return err
 	}
@@ -127,9 +128,18 @@ func simPolicies(s string) ([]sim.Policy, error) {
 	return out, nil
 }
 
-func simWorkload(f simFlags) ([]sim.Job, *sim.Trace, error) {
+// openInput opens the file a flag names, or stdin for "-" (closing it is
+// then a no-op).
+func openInput(name string, stdin io.Reader) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(stdin), nil
+	}
+	return os.Open(name)
+}
+
+func simWorkload(f simFlags, stdin io.Reader) ([]sim.Job, *sim.Trace, error) {
 	if f.trace != "" {
-		file, err := os.Open(f.trace)
+		file, err := openInput(f.trace, stdin)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sim: trace: %w", err)
 		}
@@ -141,7 +151,7 @@ func simWorkload(f simFlags) ([]sim.Job, *sim.Trace, error) {
 		return tr.Jobs, &tr, nil
 	}
 	if f.workload != "mixed" {
-		file, err := os.Open(f.workload)
+		file, err := openInput(f.workload, stdin)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sim: workload: %w", err)
 		}

@@ -125,7 +125,7 @@ func (m *topModel) viewJobs(b *strings.Builder) {
 			mark = ">"
 		}
 		gpu := "-"
-		if j.GPUUUID != "" {
+		if j.GPUUUID != "" && j.GPUIndex >= 0 { // a CPU lease's GPU is "cpu", index -1
 			gpu = fmt.Sprintf("GPU %d", j.GPUIndex)
 		}
 		fmt.Fprintf(b, "%s %-22s %-10s %4.0f%% %-14s %-6s %8s  %s\n", mark, j.ID, j.State, j.Progress, j.Spec.Model, gpu, age(j.Created), jobNote(j))

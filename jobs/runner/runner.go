@@ -144,7 +144,12 @@ func (r *Runner) Execute(ctx context.Context, job jobs.Job, rep jobs.Reporter) (
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			inst.Discard("its job was cancelled or timed out")
+			// A shared instance whose job was cancelled is kept: the aborted
+			// call had a state of its own, and others' streams run there. A
+			// timeout may mean a wedged backend: it goes either way.
+			if m.Streams() <= 1 || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				inst.Discard("its job was cancelled or timed out")
+			}
 		case errors.Is(err, plugins.ErrOutOfMemory):
 			inst.Discard("it ran out of memory") // whisper.cpp is not usable after a failed allocation
 			if m.Streams() > 1 {

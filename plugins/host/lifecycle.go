@@ -18,22 +18,26 @@ const cleanupTimeout = 5 * time.Second
 
 var errExited = errors.New("backend process exited")
 
-// env is a backend's whole environment under lease l for spec:
-// Options.Environ and, winning over it, the lease's variables
-// (placement.Env) and its enforcement tier's. The tier's cap is set once,
-// at start, so for an instance that takes several streams it is the most
-// the lease may grow to (one stream's growth per further stream): a cap at
-// the first stream's size would refuse the second stream's memory (the
-// preload cap's CUDA_ERROR_OUT_OF_MEMORY, MPS's pinned limit).
-func (h *Host) env(l placement.Lease, spec Spec) []string {
+// env is a backend's whole environment under w's lease: Options.Environ
+// and, winning over it, the lease's variables (placement.Env). The caps
+// fixed for the process's life (the enforcement tier's allocation cap, the
+// memory fraction) are set for every stream the instance may serve: its
+// lease grows by Resize after the process started (streams.go).
+func (h *Host) env(w *worker) []string {
+	l := w.lease
 	env := h.opts.Environ()
 	vars := placement.Env(l)
-	if h.opts.Enforce != nil {
-		capped := l
-		if spec.shared() {
-			capped.Bytes += int64(spec.MaxStreams-1) * spec.streamBytes()
+	h.mu.Lock()
+	more := w.maxStreams - 1
+	h.mu.Unlock()
+	if more > 0 && l.GPU != placement.CPU && l.GPU != "" {
+		l.Bytes += int64(more) * w.spec.streamBytes()
+		if f, ok := placement.Env(l)["WSCHED_MEMORY_FRACTION"]; ok {
+			vars["WSCHED_MEMORY_FRACTION"] = f
 		}
-		maps.Copy(vars, h.opts.Enforce(capped))
+	}
+	if h.opts.Enforce != nil {
+		maps.Copy(vars, h.opts.Enforce(l))
 	}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
@@ -56,7 +60,7 @@ func loadDevice(l placement.Lease) string {
 func (h *Host) launch(ctx context.Context, w *worker) (*process, plugins.Info, plugins.MemoryReport, error) {
 	var info plugins.Info
 	var mem plugins.MemoryReport
-	p, err := startProcess(ctx, w.bin.Path, h.env(w.lease, w.spec), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
+	p, err := startProcess(ctx, w.bin.Path, h.env(w), w.log, h.opts.Config.StartTimeout.D(), h.cgroupFor(w))
 	if err != nil {
 		return nil, info, mem, err
 	}
@@ -137,12 +141,20 @@ func (h *Host) startWorker(ctx context.Context, spec Spec, bin Binary, l placeme
 // to the lease. The last stream's check-in makes the instance warm for its
 // keep-alive, or drops it when it has none, has been given up, or the host
 // stopped.
-func (h *Host) checkin(w *worker) {
+func (h *Host) checkin(w *worker) { h.checkinStream(w, true) }
+
+// checkinStream is checkin; freed says whether a stream that others may
+// take is free now (false for a join that failed: the stream it claimed
+// was never used, and waking the waiters would wake the caller's own wait
+// again, in a loop).
+func (h *Host) checkinStream(w *worker, freed bool) {
 	h.shrinkFor(w)
 	now := time.Now()
 	h.mu.Lock()
 	if w.state != StateBusy || w.streams > 0 { // others still use it, or shutdown or a lost lease claimed it
-		h.broadcast() // a stream is free
+		if freed {
+			h.broadcast() // a stream is free
+		}
 		h.mu.Unlock()
 		return
 	}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/wsched/wsched/internal/units"
@@ -79,7 +80,7 @@ func (h *Host) join(ctx context.Context, k key, spec Spec) *Instance {
 	}
 	if err := h.syncSize(ctx, w); err != nil {
 		w.log.Debug("no room for one more stream on the instance's GPU", "grow", units.FormatBytes(grow), "err", err)
-		h.checkin(w)
+		h.checkinStream(w, false) // a stream never used: no news for the waiters (it would wake this caller's own wait)
 		return nil
 	}
 	h.mu.Lock()
@@ -103,20 +104,32 @@ func (h *Host) syncSize(ctx context.Context, w *worker) error {
 	for _, g := range w.grown {
 		want += g
 	}
-	have, gone := w.bytes, w.state == StateStopping || w.failed != nil
+	have, gone, unsure := w.bytes, w.state == StateStopping || w.failed != nil, w.sizeUnsure
 	h.mu.Unlock()
-	if want == have || gone {
+	if (want == have && !unsure) || gone {
 		return nil
 	}
 	l, err := h.opts.Leases.Resize(ctx, w.lease.ID, want)
 	if err != nil {
+		if !refused(err) { // it may have taken effect (say ctx ended while it was committed): ask again next time
+			h.mu.Lock()
+			w.sizeUnsure = true
+			h.mu.Unlock()
+		}
 		return fmt.Errorf("resize lease %s to %s: %w", w.lease.ID, units.FormatBytes(want), err)
 	}
 	h.mu.Lock()
-	w.bytes = l.Bytes
+	w.bytes, w.sizeUnsure = l.Bytes, false
 	h.mu.Unlock()
 	w.log.Debug("lease resized for streams", "bytes", l.Bytes, "was", have)
 	return nil
+}
+
+// refused reports whether a resize error is the engine saying no before
+// changing anything (no room, a limit), rather than an answer lost on the
+// way (ctx ended while the change was committed, the engine stopping).
+func refused(err error) bool {
+	return errors.Is(err, placement.ErrNoFit) || errors.Is(err, placement.ErrLimit)
 }
 
 // shrinkFor counts a stream of w out and gives back one stream's growth of

@@ -59,10 +59,11 @@ type worker struct {
 	streams, maxStreams, peakStreams int
 	bytes                            int64
 	grown                            []int64 // what each stream after the first added to the lease
+	sizeUnsure                       bool    // a resize failed in a way that may have taken effect: bytes may be wrong
 
 	markMu sync.Mutex // serializes syncReclaimable
 	marked bool       // the engine has the lease as reclaimable
-	sizeMu sync.Mutex // serializes resizeBy
+	sizeMu sync.Mutex // serializes syncSize
 }
 
 // key says which warm instances can serve a spec: same backend, model,
