@@ -116,11 +116,14 @@ func (a *app) runChild(args []string, env map[string]string, started func(pid in
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals(a.in)...)
 	defer signal.Stop(sigs)
-	cg, endCgroup, err := startInOwnCgroup(child) // ending the run kills what the child left (issue 27)
+	cg, endCgroup, none, err := startInOwnCgroup(child) // ending the run kills what the child left (issue 27)
 	defer endCgroup()
 	if err != nil {
 		fmt.Fprintf(a.err, "wsched: run: %v\n", err)
 		return exitError{code: 127}
+	}
+	if none != nil {
+		fmt.Fprintf(a.err, "wsched: warning: the child has no cgroup of its own (%v): processes it detaches with setsid may outlive the run\n", strings.ReplaceAll(none.Error(), "\n", "; "))
 	}
 	started(child.Process.Pid)
 	stopFollow := make(chan struct{})

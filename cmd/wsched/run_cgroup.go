@@ -16,24 +16,24 @@ import (
 // started, setsid or not. It returns nil (no cgroup; end does nothing) where
 // none can be made: not root and no delegated subtree. The cgroups that
 // runs killed with SIGKILL left behind are swept first.
-func childCgroup() (g *cgroup.Group, end func()) {
+func childCgroup() (g *cgroup.Group, end func(), err error) {
 	m, err := cgroup.Open("/proc", fmt.Sprintf("wsched-run-%d", os.Getpid()))
 	if err != nil {
-		return nil, func() {}
+		return nil, func() {}, err
 	}
 	sweep, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	m.SweepStale(sweep, "/proc", "wsched-run-") // runs killed outright: their setsid leftovers end now
 	cancel()
 	if g, err = m.New("child"); err != nil {
 		_ = m.Close()
-		return nil, func() {}
+		return nil, func() {}, err
 	}
 	return g, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = g.Remove(ctx)
 		_ = m.Close()
-	}
+	}, nil
 }
 
 // withOwnPreload keeps the caller's LD_PRELOAD after the one the lease's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,27 +21,35 @@ import (
 // it is in the scope, so nothing it forks starts outside); elsewhere, or
 // when systemd refuses, the cgroup childCgroup makes. end kills what is left
 // in the group and removes it.
-func startInOwnCgroup(child *exec.Cmd) (g *cgroup.Group, end func(), err error) {
+//
+// none is why the child got no cgroup of its own (nil when it did): it
+// still runs, but what it detaches with setsid may outlive the run.
+func startInOwnCgroup(child *exec.Cmd) (g *cgroup.Group, end func(), none, err error) {
 	if !systemdBooted() {
-		g, end = childCgroup()
-		return g, end, g.Start(child)
+		g, end, none = childCgroup()
+		return g, end, none, g.Start(child)
 	}
 	open, err := gate(child)
 	if err != nil {
-		return nil, func() {}, err
+		return nil, func() {}, nil, err
 	}
 	if err := child.Start(); err != nil {
 		open()
-		return nil, func() {}, err
+		return nil, func() {}, nil, err
 	}
 	defer open()
 	scope, endScope, serr := childScope(child.Process.Pid)
 	if serr == nil {
-		return scope, endScope, nil
+		return scope, endScope, nil, nil
 	}
-	g, end = childCgroup()
-	_ = g.Add(child.Process.Pid) // before the gate opens: the child has not run yet
-	return g, end, nil
+	g, end, none = childCgroup()
+	if none == nil {
+		none = g.Add(child.Process.Pid) // before the gate opens: the child has not run yet
+	}
+	if none != nil {
+		none = errors.Join(serr, none)
+	}
+	return g, end, none, nil
 }
 
 // systemdBooted reports whether systemd is the init system (sd_booted(3)).
