@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/wsched/wsched/daemon/api"
@@ -34,5 +35,26 @@ func TestEstimateConcurrencyAPI(t *testing.T) {
 	status, body := td.raw("POST", "/v1/estimate", `{"model": "tiny", "concurrency": 5000}`)
 	if status != 400 {
 		t.Errorf("concurrency 5000: %d %s", status, body)
+	}
+}
+
+// TestEstimateConcurrencyOutOfRange: POST /v1/estimate refuses a
+// concurrency below 0 or above max_streams' limit (256) naming the field
+// alone, and answers 256.
+func TestEstimateConcurrencyOutOfRange(t *testing.T) {
+	td := startDaemon(t, 1, 24*GiB, nil)
+	for _, tc := range []struct {
+		conc   string
+		status int
+		want   string
+	}{
+		{"-1", 400, `concurrency -1: want 1 to 256`},
+		{"257", 400, `concurrency 257: want 1 to 256`},
+		{"256", 200, `"concurrency":256`},
+	} {
+		status, body := td.raw("POST", "/v1/estimate", `{"model": "tiny", "concurrency": `+tc.conc+`}`)
+		if status != tc.status || !strings.Contains(body, tc.want) || tc.status == 400 && strings.Contains(body, "beam") {
+			t.Errorf("concurrency %s: %d %s; want %d naming %q", tc.conc, status, body, tc.status, tc.want)
+		}
 	}
 }

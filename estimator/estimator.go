@@ -39,6 +39,11 @@ var (
 	ErrBadRequest       = errors.New("bad request")
 )
 
+// MaxConcurrency bounds Request.Concurrency: the streams one instance
+// may serve ([[models.model]] max_streams is bounded alike,
+// config.MaxStreamsLimit).
+const MaxConcurrency = 256
+
 // MiB and GiB are binary byte units.
 const (
 	MiB int64 = 1 << 20
@@ -316,10 +321,16 @@ func normalize(req Request) (Request, error) {
 	if req.Model == "" && req.Header == nil && len(req.ONNX) == 0 {
 		return req, fmt.Errorf("estimate: no model given: %w", ErrBadRequest)
 	}
-	for _, v := range []int{req.Beam, req.BestOf, req.Batch, req.Processors, req.Concurrency} {
-		if v < 0 || v > 1024 {
-			return req, fmt.Errorf("estimate: beam/best_of/batch/processors/concurrency %d out of range: %w", v, ErrBadRequest)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"beam", req.Beam}, {"best_of", req.BestOf}, {"batch", req.Batch}, {"processors", req.Processors}} {
+		if f.v < 0 || f.v > 1024 {
+			return req, fmt.Errorf("estimate: %s %d out of range: want 0 to 1024: %w", f.name, f.v, ErrBadRequest)
 		}
+	}
+	if err := CheckConcurrency("concurrency", req.Concurrency); err != nil {
+		return req, fmt.Errorf("estimate: %w", err)
 	}
 	if req.SegmentSeconds < 0 || req.SegmentSeconds > 24*3600 {
 		return req, fmt.Errorf("estimate: segment %.0f s out of range: %w", req.SegmentSeconds, ErrBadRequest)
@@ -330,6 +341,15 @@ func normalize(req Request) (Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// CheckConcurrency refuses a concurrency outside 1 to MaxConcurrency (0:
+// absent, one stream) naming it as name ("--concurrency", "concurrency").
+func CheckConcurrency(name string, v int) error {
+	if v < 0 || v > MaxConcurrency {
+		return fmt.Errorf("%s %d: want 1 to %d: %w", name, v, MaxConcurrency, ErrBadRequest)
+	}
+	return nil
 }
 
 // decoders is how many sequences are decoded at once: max(beam, best_of).

@@ -56,6 +56,7 @@ type split struct {
 	results []transcript.Transcript
 	pct     []float64
 	running int
+	emitted int // live segment events sent: the next one's ID
 }
 
 // chunkable reports whether e should be cut before it runs.
@@ -316,11 +317,18 @@ func (r *chunkReporter) Progress(pct float64) {
 	})
 }
 
-// Segment forwards a chunk's segment with the recording's timestamps.
+// Segment forwards a chunk's segment with the recording's timestamps,
+// kept within the chunk's window as the stitched result keeps it. Chunks
+// run in parallel and number their segments from 0 each, so a live
+// segment's ID is the job's count of live segments sent before it: unique
+// and increasing in the order the events arrive (the stitched result
+// numbers its segments again, in the recording's order).
 func (r *chunkReporter) Segment(seg transcript.Segment) {
 	r.with(func(s *mstate, e, _ *entry) {
 		w := e.split.windows[r.index]
-		seg.Start, seg.End = w.Start+max(seg.Start, 0), w.Start+max(seg.End, 0)
+		start, end := min(max(seg.Start, 0), w.Len()), min(max(seg.End, 0), w.Len())
+		seg.ID, seg.Start, seg.End = e.split.emitted, w.Start+start, w.Start+max(start, end)
+		e.split.emitted++
 		s.emit(e, Event{Type: EventSegment, Segment: &seg})
 	})
 }

@@ -376,3 +376,63 @@ func TestChunksWaitForHigherPriorityPlacement(t *testing.T) {
 		t.Errorf("placement order %v: want the clip, then three chunks", got)
 	}
 }
+
+// TestChunkedJobLiveSegments: the live segment events of a chunked job,
+// whose chunks each number their segments from 0 and finish in any order,
+// carry IDs unique and increasing in arrival order, and their times stay
+// within the chunk's window (as the stitched result's do).
+func TestChunkedJobLiveSegments(t *testing.T) {
+	turns := map[string]chan struct{}{}
+	for i := range 4 {
+		turns[fmt.Sprint(i)] = make(chan struct{})
+	}
+	exec := &chunkExec{step: func(ctx context.Context, path string, _ int, r Reporter) (transcript.Transcript, error) {
+		select {
+		case <-turns[path[strings.LastIndex(path, "/")+1:]]:
+		case <-ctx.Done():
+			return transcript.Transcript{}, ctx.Err()
+		}
+		r.Segment(transcript.Segment{ID: 0, Start: time.Second, End: 2 * time.Second, Text: "a"})
+		r.Segment(transcript.Segment{ID: 1, Start: 20 * time.Second, End: 40 * time.Second, Text: "b"}) // past the 25 s window
+		return oneSegment(path), nil
+	}}
+	r, _ := chunkManager(t, Config{MaxActive: 8}, 4, exec)
+	ctx := waitCtx(t)
+	j, err := r.m.Submit(ctx, Spec{AudioPath: "/long.wav", Model: "tiny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four chunks running", func() bool {
+		g, _ := r.m.Get(ctx, j.ID)
+		return g.Chunks != nil && g.Chunks.Running == 4
+	})
+	_, events, stop, err := r.m.Subscribe(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var got []string
+	for _, c := range []string{"2", "0", "3", "1"} {
+		close(turns[c])
+		for n := len(got) + 2; len(got) < n; {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("events closed after %v", got)
+				}
+				if ev.Type == EventSegment {
+					got = append(got, fmt.Sprintf("%d:%s-%s", ev.Segment.ID, ev.Segment.Start, ev.Segment.End))
+				}
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for chunk %s's segments; got %v", c, got)
+			}
+		}
+	}
+	want := "0:51s-52s 1:1m10s-1m15s 2:1s-2s 3:20s-25s 4:1m16s-1m17s 5:1m35s-1m40s 6:26s-27s 7:45s-50s"
+	if strings.Join(got, " ") != want {
+		t.Errorf("live segments\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	if res, err := r.m.Wait(ctx, j.ID); err != nil || res.State != Completed {
+		t.Fatalf("job %s: %v", res.State, err)
+	}
+}

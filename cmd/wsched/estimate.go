@@ -133,6 +133,9 @@ func (a *app) estimate(cmd *cobra.Command, f estimateFlags) error {
 	if f.model == "" && f.fits == "" {
 		return errors.New("estimate: --model NAME|PATH is required (or --fits SIZE for the largest model that fits)")
 	}
+	if err := estimator.CheckConcurrency("--concurrency", f.concurrency); err != nil {
+		return fmt.Errorf("estimate: %w", err)
+	}
 	backend, err := parseBackend(f.backend)
 	if err != nil {
 		return err

@@ -343,6 +343,8 @@ func TestEstimateErrors(t *testing.T) {
 		{"fits without unit", []string{"--fits", "8"}, []string{"--fits", "missing unit"}, nil},
 		{"negative segment", []string{"--model", "tiny", "--segment", "-5"}, []string{"non-negative"}, nil},
 		{"negative beam", []string{"--model", "tiny", "--beam", "-1"}, []string{"out of range"}, estimator.ErrBadRequest},
+		{"negative concurrency", []string{"--model", "tiny", "--concurrency", "-1"}, []string{"estimate: --concurrency -1: want 1 to 256"}, estimator.ErrBadRequest},
+		{"concurrency over max_streams' limit", []string{"--model", "tiny", "--concurrency", "257"}, []string{"estimate: --concurrency 257: want 1 to 256"}, estimator.ErrBadRequest},
 		{"positional argument", []string{"medium"}, []string{"unknown command"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

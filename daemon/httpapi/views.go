@@ -116,6 +116,10 @@ func (s *Server) postEstimate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := estimator.CheckConcurrency("concurrency", req.Concurrency); err != nil {
+		writeError(w, badRequest("invalid_request", "%v", err))
+		return
+	}
 	if err := s.fromRegistry(r.Context(), &req); err != nil {
 		writeError(w, badRequest("invalid_request", "model %q: %v", req.Model, err))
 		return

@@ -3,10 +3,13 @@ package config
 import (
 	"maps"
 	"path/filepath"
+
+	"github.com/wsched/wsched/estimator"
 )
 
-// MaxStreamsLimit bounds [[models.model]] max_streams.
-const MaxStreamsLimit = 256
+// MaxStreamsLimit bounds [[models.model]] max_streams (and the estimator's
+// concurrency, wsched estimate --concurrency).
+const MaxStreamsLimit = estimator.MaxConcurrency
 
 // validate checks what one model entry says whatever its backend; key is
 // its dotted name with the entry's index ("models.model#2"). What a backend

@@ -3,6 +3,7 @@ package audiocut
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math"
 	"os"
 	"os/exec"
@@ -157,6 +158,7 @@ func FuzzParseWAV(f *testing.F) {
 	_ = WriteWAV(&good, Format{Rate: 16000, Channels: 2}, make([]int16, 64))
 	f.Add(good.Bytes())
 	f.Add([]byte("RIFF\x00\x00\x00\x00WAVEdata\xff\xff\xff\xff"))
+	f.Add(streamedWAV(64, 0, listChunk))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		format, err := ParseWAV(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
@@ -166,4 +168,47 @@ func FuzzParseWAV(f *testing.F) {
 			t.Errorf("format %+v of a %d-byte file", format, len(data))
 		}
 	})
+}
+
+// streamedWAV is a mono 16 kHz file of samples whose data size field is
+// dataSize, followed by trail.
+func streamedWAV(samples int, dataSize uint32, trail []byte) []byte {
+	var b bytes.Buffer
+	pcm := make([]int16, samples)
+	for i := range pcm {
+		pcm[i] = int16(1000 + i%500) // not silence, no chunk IDs
+	}
+	_ = WriteWAV(&b, Format{Rate: 16000, Channels: 1}, pcm)
+	out := b.Bytes()
+	binary.LittleEndian.PutUint32(out[40:44], dataSize)
+	return append(out, trail...)
+}
+
+// listChunk is the LIST/INFO chunk ffmpeg writes (ISFT "Lavf60.16.100").
+var listChunk = []byte("LIST\x1a\x00\x00\x00INFOISFT\x0e\x00\x00\x00Lavf60.16.100\x00")
+
+// TestParseWAVUnsetDataSize: a data chunk whose size is unset (0 or
+// 0xFFFFFFFF: a streamed writer) extends to the end of the file, or to a
+// trailing LIST chunk, which is not read as audio; a 0-size data chunk
+// followed by a LIST chunk is empty.
+func TestParseWAVUnsetDataSize(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		samples int64
+	}{
+		{"0xFFFFFFFF to the end", streamedWAV(1000, math.MaxUint32, nil), 1000},
+		{"0 to the end", streamedWAV(1000, 0, nil), 1000},
+		{"0xFFFFFFFF then LIST", streamedWAV(1000, math.MaxUint32, listChunk), 1000},
+		{"0 then LIST", streamedWAV(1000, 0, listChunk), 1000},
+		{"0 then LIST and JUNK", streamedWAV(1000, 0, append(bytes.Clone(listChunk), "JUNK\x03\x00\x00\x00abc"...)), 1000},
+		{"empty data then LIST", streamedWAV(0, 0, listChunk), 0},
+		{"LIST without its pad byte", streamedWAV(1000, 0, []byte("LIST\x05\x00\x00\x00INFOx")), 1000},
+		{"set size then LIST", streamedWAV(1000, 2000, listChunk), 1000},
+	} {
+		f, err := ParseWAV(bytes.NewReader(tc.data), int64(len(tc.data)))
+		if err != nil || f.Frames() != tc.samples || f.DataOffset != 44 {
+			t.Errorf("%s: %+v (%v); want %d frames at 44", tc.name, f, err, tc.samples)
+		}
+	}
 }

@@ -39,8 +39,11 @@ const maxChunks = 64
 const maxChannels = 32
 
 // ParseWAV reads the header of a 16-bit PCM WAV file of size bytes. A data
-// chunk whose size is unset (0 or 0xFFFFFFFF) or too large extends to the
-// end of the file.
+// chunk whose size is too large (a cut file) extends to the end of the file;
+// one whose size is unset — 0xFFFFFFFF (ffmpeg writing to a pipe) or 0 (other
+// writers that cannot seek back; by the letter an empty chunk) — extends to
+// the end of the file or to the chunks that follow it there (see
+// streamedData), so that a trailing LIST chunk is not read as audio.
 func ParseWAV(r io.ReaderAt, size int64) (Format, error) {
 	var riff [12]byte
 	if _, err := r.ReadAt(riff[:], 0); err != nil {
@@ -67,7 +70,10 @@ func ParseWAV(r io.ReaderAt, size int64) (Format, error) {
 			if f.Rate == 0 {
 				return Format{}, fmt.Errorf("wav: %w: data chunk before fmt", ErrFormat)
 			}
-			if n == 0 || n == math.MaxUint32 || n > size-off {
+			switch {
+			case n == 0 || n == math.MaxUint32:
+				n = streamedData(r, off, size)
+			case n > size-off:
 				n = max(0, size-off)
 			}
 			f.DataOffset, f.DataBytes = off, n-n%int64(f.FrameBytes())
@@ -76,6 +82,62 @@ func ParseWAV(r io.ReaderAt, size int64) (Format, error) {
 		off += n + n%2
 	}
 	return Format{}, fmt.Errorf("wav: %w: no data chunk in the first %d chunks", ErrFormat, maxChunks)
+}
+
+// maxTail bounds the end of a file searched for chunks after a data chunk
+// of unset size.
+const maxTail = 1 << 20
+
+// tailChunks are the chunk IDs that may follow a file's samples (metadata,
+// cue points, padding).
+var tailChunks = map[string]bool{
+	"LIST": true, "id3 ": true, "ID3 ": true, "bext": true, "cue ": true, "smpl": true, "inst": true,
+	"acid": true, "iXML": true, "axml": true, "JUNK": true, "PAD ": true, "_PMX": true, "fact": true,
+}
+
+// streamedData is the length of a data chunk of unset size that starts at
+// off: up to the first even offset in the file's last maxTail bytes from
+// which a run of well-formed tailChunks ends exactly at the end of the file
+// (0 when they start right after the data header: an empty data chunk),
+// else up to the end of the file.
+func streamedData(r io.ReaderAt, off, size int64) int64 {
+	lo := max(off, size-maxTail)
+	if size-lo < 8 {
+		return max(0, size-off)
+	}
+	tail := make([]byte, size-lo)
+	if _, err := r.ReadAt(tail, lo); err != nil {
+		return max(0, size-off)
+	}
+	for p := lo + lo%2; p+8 <= size; p += 2 {
+		if chunksToEnd(tail[p-lo:]) {
+			return p - off
+		}
+	}
+	return size - off
+}
+
+// chunksToEnd reports whether b is a run of tailChunks that ends exactly at
+// its end (the last one's pad byte may be missing).
+func chunksToEnd(b []byte) bool {
+	for q, i := int64(0), 0; i < maxChunks; i++ {
+		left := int64(len(b)) - q
+		if left == 0 {
+			return i > 0
+		}
+		if left < 8 || !tailChunks[string(b[q:q+4])] {
+			return false
+		}
+		n := int64(binary.LittleEndian.Uint32(b[q+4 : q+8]))
+		if next := q + 8 + n; next == int64(len(b)) {
+			return true
+		}
+		q += 8 + n + n%2
+		if q > int64(len(b)) {
+			return false
+		}
+	}
+	return false
 }
 
 // readFmt reads the fmt chunk of n bytes at off: PCM (or extensible PCM),
