@@ -133,51 +133,8 @@ func TestRunReacquiresLostLease(t *testing.T) {
 // behind a full GPU when the daemon restarts gracefully asks again with its
 // priority once the daemon is back, and runs when the memory is freed.
 func TestRunWaitSurvivesRestart(t *testing.T) {
-	e := newE2E(t)
-	daemon := e.serve()
-	c := e.client()
-	full := sleeper(t)
-	outside, err := c.Acquire(context.Background(), api.LeaseRequest{MemoryBytes: 20 * GiB, TTLSeconds: 3600, Holder: &api.HolderRequest{PID: full.Process.Pid}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	cmd := e.wsched("run", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--", "true")
-	var stderr testshared.SyncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	waitFor(t, 10*time.Second, "the request to queue", func() bool {
-		c := e.client()
-		defer c.Close()
-		st, err := c.GPUs(context.Background())
-		return err == nil && len(st.Queue) == 1
-	})
-	_ = daemon.Process.Signal(syscall.SIGTERM)
-	_ = daemon.Wait()
-	e.serve()
-	c = e.client()
-	defer c.Close()
-	waitFor(t, 10*time.Second, "the request to queue again", func() bool {
-		st, err := c.GPUs(context.Background())
-		return err == nil && len(st.Queue) == 1 && st.Queue[0].Priority == "high"
-	})
-	if _, err := c.Release(context.Background(), outside.ID); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("run did not finish:\n%s", stderr.String())
-	}
-	if n := strings.Count(stderr.String(), "asking again, priority high"); n != 1 {
-		t.Errorf("said 'asking again' %d times, want once:\n%s", n, stderr.String())
+	_, stderr := waitThroughStop(t, terminateDaemon, "run", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--", "true")
+	if n := strings.Count(stderr, "asking again, priority high"); n != 1 {
+		t.Errorf("said 'asking again' %d times, want once:\n%s", n, stderr)
 	}
 }

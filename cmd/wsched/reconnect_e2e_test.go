@@ -24,13 +24,19 @@ func killDaemon(d *exec.Cmd) {
 	_ = d.Wait()
 }
 
+// terminateDaemon stops a daemon gracefully, with SIGTERM.
+func terminateDaemon(d *exec.Cmd) {
+	_ = d.Process.Signal(syscall.SIGTERM)
+	_ = d.Wait()
+}
+
 // TestLeaseWaitSurvivesKill (issue 23, item 5): `wsched lease --wait`
 // queued behind a full GPU when the daemon is killed -9 reconnects (with
 // backoff, within its wait), asks again with its priority, and gets its
 // lease once the memory is freed — instead of exiting with EOF.
 func TestLeaseWaitSurvivesKill(t *testing.T) {
 	holder := sleeper(t)
-	stdout, stderr := waitThroughKill(t, "lease", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--json", "--holder-pid", fmt.Sprint(holder.Process.Pid))
+	stdout, stderr := waitThroughStop(t, killDaemon, "lease", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--json", "--holder-pid", fmt.Sprint(holder.Process.Pid))
 	var l api.Lease
 	if err := json.Unmarshal([]byte(stdout), &l); err != nil || l.State != "granted" || l.MemoryBytes != 8*GiB || l.Labels[api.IdempotencyLabel] == "" {
 		t.Fatalf("lease: %+v %v\n%s\n%s", l, err, stdout, stderr)
@@ -39,17 +45,18 @@ func TestLeaseWaitSurvivesKill(t *testing.T) {
 
 // TestRunWaitSurvivesKill (issue 23, item 5): the same for `wsched run`.
 func TestRunWaitSurvivesKill(t *testing.T) {
-	stdout, stderr := waitThroughKill(t, "run", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--", "echo", "ran")
+	stdout, stderr := waitThroughStop(t, killDaemon, "run", "--memory", "8GiB", "--wait", "60s", "--priority", "high", "--", "echo", "ran")
 	if stdout != "ran\n" || !strings.Contains(stderr, "granted: 8.00 GiB") {
 		t.Fatalf("run: stdout %q\n%s", stdout, stderr)
 	}
 }
 
-// waitThroughKill runs wsched ARGS, which waits in the queue behind a full
-// GPU; kills the daemon -9 while it waits, starts another, checks that
-// the request is queued again with priority high, frees the memory, and
-// returns the command's output once it succeeded.
-func waitThroughKill(t *testing.T, args ...string) (string, string) {
+// waitThroughStop runs wsched ARGS, which waits in the queue behind a full
+// GPU; stops the daemon with stop (killDaemon, terminateDaemon) while it
+// waits, starts another, checks that the request is queued again with
+// priority high, frees the memory, and returns the command's output once
+// it succeeded.
+func waitThroughStop(t *testing.T, stop func(*exec.Cmd), args ...string) (string, string) {
 	e := newE2E(t)
 	daemon := e.serve()
 	outside := e.leaseFor(20*GiB, "")
@@ -69,7 +76,7 @@ func waitThroughKill(t *testing.T, args ...string) (string, string) {
 		return err == nil && len(g.Queue) == 1
 	})
 	c.Close()
-	killDaemon(daemon)
+	stop(daemon)
 	time.Sleep(300 * time.Millisecond) // down for a while: the client polls
 	e.serve()
 	c = e.client()

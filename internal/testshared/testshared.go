@@ -1,14 +1,15 @@
 // Package testshared is test support used across packages: fixtures in the
 // shared/ directory beside the repository (whisper.cpp's weightless models,
 // jfk.wav; CI checks the repository out with ../shared next to it), a
-// buffer for concurrent writers, a writer into the test log, and waiting
-// for a daemon or backend to answer its health check.
+// buffer for concurrent writers, a writer and a logger into the test log,
+// and waiting for a daemon or backend to answer its health check.
 package testshared
 
 import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,6 +67,12 @@ func (b *SyncBuffer) Reset() {
 // LogWriter returns a writer that logs each write as one line of t's log
 // (a logger's output, a subprocess's stderr).
 func LogWriter(t testing.TB) io.Writer { return logWriter{t} }
+
+// Logger returns a logger that writes every record, debug ones included,
+// into t's log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 type logWriter struct{ t testing.TB }
 

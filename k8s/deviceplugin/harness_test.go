@@ -3,7 +3,6 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,16 +28,11 @@ const (
 	deadline = 10 * time.Second
 )
 
-// logger sends logs to the test log.
-func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // startDaemon runs a real wsched daemon in-process over the simulated
 // 8×RTX 4090 server of testdata/sim-8x4090.toml.
 func startDaemon(t *testing.T) (*client.Client, *inventory.Sim) {
 	t.Helper()
-	return daemontest.RunSim(t, "../../testdata/sim-8x4090.toml", logger(t).With("c", "daemon"))
+	return daemontest.RunSim(t, "../../testdata/sim-8x4090.toml", testshared.Logger(t).With("c", "daemon"))
 }
 
 // waitFor polls cond until it holds, failing the test after deadline.

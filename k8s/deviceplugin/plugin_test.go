@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/testtmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,7 +46,7 @@ func startNode(t *testing.T) (*node, func(int, int, string, int64) error) {
 		}
 	}
 	p, err := New(Options{
-		Daemon: c, Log: logger(t).With("c", "plugin"), Unit: GiB, Interval: 20 * time.Millisecond,
+		Daemon: c, Log: testshared.Logger(t).With("c", "plugin"), Unit: GiB, Interval: 20 * time.Millisecond,
 		LeaseTTL: time.Minute, PluginDir: n.dir, PodResources: prSock, DevRoot: devRoot,
 	})
 	if err != nil {

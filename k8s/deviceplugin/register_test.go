@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/testtmp"
 )
 
@@ -46,7 +47,7 @@ func TestWatchTellsCreateFromDelete(t *testing.T) {
 // register once; a new kubelet.sock (the kubelet restarted) once more.
 func TestRegisterOncePerKubeletSocket(t *testing.T) {
 	dir := testtmp.ShortDir(t)
-	p, err := New(Options{Daemon: noDaemon{}, Log: logger(t), Unit: GiB, PluginDir: dir})
+	p, err := New(Options{Daemon: noDaemon{}, Log: testshared.Logger(t), Unit: GiB, PluginDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestRegisterOncePerKubeletSocket(t *testing.T) {
 // it register a second time.
 func TestRegisterRecordsTheSocketAfterDialling(t *testing.T) {
 	dir := testtmp.ShortDir(t)
-	p, err := New(Options{Daemon: noDaemon{}, Log: logger(t), Unit: GiB, PluginDir: dir})
+	p, err := New(Options{Daemon: noDaemon{}, Log: testshared.Logger(t), Unit: GiB, PluginDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

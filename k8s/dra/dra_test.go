@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsched/wsched/daemon/api"
 	"github.com/wsched/wsched/daemon/client"
+	"github.com/wsched/wsched/internal/testshared"
 	"github.com/wsched/wsched/internal/testtmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -132,7 +133,7 @@ func startDriver(t *testing.T) *rig {
 func (r *rig) start(t *testing.T, daemon Daemon) {
 	t.Helper()
 	d, err := New(Options{
-		Daemon: daemon, Claims: r.api, Slices: r.api, Log: logger(t).With("c", "dra"), Node: "node1",
+		Daemon: daemon, Claims: r.api, Slices: r.api, Log: testshared.Logger(t).With("c", "dra"), Node: "node1",
 		Interval: 20 * time.Millisecond, LeaseTTL: time.Minute,
 		PluginDir: filepath.Join(r.dir, "plugin"), RegistryDir: filepath.Join(r.dir, "registry"), CDIDir: r.cdi,
 	})
