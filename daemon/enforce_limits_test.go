@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,14 +13,11 @@ import (
 	"time"
 
 	"github.com/wsched/wsched/daemon/api"
-	"github.com/wsched/wsched/daemon/client"
 	"github.com/wsched/wsched/enforce"
 	"github.com/wsched/wsched/enforce/nvmllimits"
 	"github.com/wsched/wsched/enforce/nvmllimits/fakenvml"
 	"github.com/wsched/wsched/internal/cgroup"
 	"github.com/wsched/wsched/internal/config"
-	"github.com/wsched/wsched/internal/testshared"
-	"github.com/wsched/wsched/internal/testtmp"
 	"github.com/wsched/wsched/internal/units"
 	"github.com/wsched/wsched/placement"
 	"github.com/wsched/wsched/placement/inventory"
@@ -98,42 +94,22 @@ func limitsDaemon(t *testing.T, lib string) (*testDaemon, string) {
 	model, audio := filepath.Join(dir, "fake-tiny.bin"), filepath.Join(dir, "audio.wav")
 	_ = os.WriteFile(model, []byte("model"), 0o644)
 	_ = os.WriteFile(audio, []byte("RIFF fake audio"), 0o644)
-	cfg := config.Defaults()
-	cfg.Daemon.StateDir = filepath.Join(dir, "state")
-	cfg.Daemon.Socket = filepath.Join(testtmp.ShortDir(t), "wsched.sock")
-	cfg.Daemon.SocketMode = 0o666
-	cfg.Placement.Reserved, cfg.Placement.SafetyFactor = 0, 1
-	cfg.Inventory.Provider = inventory.ProviderSim
-	cfg.Inventory.RefreshInterval = units.Duration(100 * time.Millisecond)
-	cfg.Inventory.Sim = []inventory.SimGPU{{Name: "Sim GPU", Memory: units.Bytes(24 * GiB)}}
-	cfg.Enforcement.Borrow = units.Bytes(GiB)
-	cfg.Backends.PluginDir, cfg.Backends.DevDirs = plugins, nil
-	cfg.Models.Dir = filepath.Join(dir, "models")
-	cfg.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(2 * GiB)}}
-	cfg.Models.Default = "fake-tiny"
-
-	sim := inventory.NewSim(cfg.Inventory.Sim)
-	sim.SetDriver("615.43.02")
-	p, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simConfig(t, 1, 24*GiB, func(c *config.Config) {
+		c.Enforcement.Borrow = units.Bytes(GiB)
+		c.Backends.PluginDir, c.Backends.DevDirs = plugins, nil
+		c.Models.Dir = filepath.Join(dir, "models")
+		c.Models.Entries = []config.Model{{Name: "fake-tiny", Backend: "fake", Path: model, Memory: units.Bytes(2 * GiB)}}
+		c.Models.Default = "fake-tiny"
+	})
 	facts := func(f enforce.Facts) enforce.Facts {
 		f.Dmem, f.NVMLLib, f.Root = true, lib, true
 		f.LimitsCall = nvmllimits.Has(lib)
 		return f
 	}
-	log := slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := New(Options{Config: cfg, Log: log, Provider: p, Version: "test", Facts: facts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{t: t, cfg: cfg, sim: sim, d: d, socket: cfg.Daemon.Socket, cancel: cancel, done: make(chan error, 1)}
-	go func() { td.done <- d.Run(ctx) }()
-	td.c = client.New(td.socket)
-	testshared.WaitHealthy(t, td.c)
-	t.Cleanup(td.stop)
+	td := runDaemonWith(t, cfg, func(sim *inventory.Sim, o *Options) {
+		sim.SetDriver("615.43.02")
+		o.Facts = facts
+	})
 	return td, audio
 }
 

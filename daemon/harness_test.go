@@ -35,6 +35,13 @@ type testDaemon struct {
 // startDaemon serves n simulated GPUs of size bytes; mod adjusts the config.
 func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *testDaemon {
 	t.Helper()
+	return runDaemon(t, simConfig(t, n, size, mod))
+}
+
+// simConfig is startDaemon's config: n simulated GPUs of size bytes, state
+// and socket in temp dirs; mod adjusts it.
+func simConfig(t *testing.T, n int, size int64, mod func(*config.Config)) *config.Config {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Defaults()
 	cfg.Daemon.StateDir = filepath.Join(dir, "state")
@@ -51,18 +58,30 @@ func startDaemon(t *testing.T, n int, size int64, mod func(*config.Config)) *tes
 	if mod != nil {
 		mod(cfg)
 	}
-	return runDaemon(t, cfg)
+	return cfg
 }
 
 func runDaemon(t *testing.T, cfg *config.Config) *testDaemon {
 	t.Helper()
+	return runDaemonWith(t, cfg, nil)
+}
+
+// runDaemonWith is runDaemon with host, when not nil, adjusting the
+// simulated GPUs and the daemon's options before the daemon is made.
+func runDaemonWith(t *testing.T, cfg *config.Config, host func(*inventory.Sim, *Options)) *testDaemon {
+	t.Helper()
 	sim := inventory.NewSim(cfg.Inventory.Sim)
+	opts := Options{Config: cfg, Version: "test"}
+	if host != nil {
+		host(sim, &opts)
+	}
 	p, err := inventory.NewNVML(sim.Interface(), inventory.WithName("sim"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := New(Options{Config: cfg, Log: log, Provider: p, Version: "test"})
+	opts.Provider = p
+	opts.Log = slog.New(slog.NewTextHandler(testshared.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

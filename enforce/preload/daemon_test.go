@@ -1,11 +1,9 @@
 package preload_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,20 +52,9 @@ func TestOverrunReachesDaemonAtAllocation(t *testing.T) {
 		}
 	}
 	checkTiers(ctx, t, c, "preload")
-	env := l.Env
-	cmd := exec.Command(k.alloc, "direct", "805306368", "536870912", "pause", "536870912", "pause")
-	cmd.Env = os.Environ()
-	for key, v := range env {
-		cmd.Env = append(cmd.Env, key+"="+v)
-	}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
-	out := bufio.NewScanner(stdout)
+	h := k.start(t, l.Env, "direct", "805306368", "536870912", "pause", "536870912", "pause")
+	defer h.stop()
+	out := h.out
 	steps := []struct{ allocs, event string }{
 		{"alloc 805306368 rc 0|alloc 536870912 rc 0", "allocated 1.25 GiB of a 1.00 GiB lease (borrowing, cap 1.50 GiB)"},
 		{"alloc 536870912 rc 2", "allocation of 512.00 MiB refused by the preload cap"},
@@ -81,7 +68,7 @@ func TestOverrunReachesDaemonAtAllocation(t *testing.T) {
 			t.Fatalf("allocations: %q, want %q", got, step.allocs)
 		}
 		waitOverrun(ctx, t, events, l.ID, step.event) // the process is paused: the report came at allocation
-		_, _ = stdin.Write([]byte("\n"))
+		_, _ = h.stdin.Write([]byte("\n"))
 	}
 	st, err := c.Status(ctx)
 	if err != nil || st.Stats.Overruns < 2 {

@@ -1,6 +1,8 @@
 package preload_test
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,3 +59,32 @@ func (k kit) run(t testing.TB, env map[string]string, args ...string) []string {
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
+
+// held is the test program started by start: at each "pause" it stops until
+// a line comes on stdin.
+type held struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// start starts the test program with env added to this process's
+// environment; the caller stops it.
+func (k kit) start(t testing.TB, env map[string]string, args ...string) held {
+	t.Helper()
+	cmd := exec.Command(k.alloc, args...)
+	cmd.Env = os.Environ()
+	for key, v := range env {
+		cmd.Env = append(cmd.Env, key+"="+v)
+	}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return held{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+}
+
+// stop closes the program's stdin and waits for it to end.
+func (h held) stop() { _ = h.stdin.Close(); _ = h.cmd.Wait() }

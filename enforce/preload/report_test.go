@@ -1,12 +1,9 @@
 package preload_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,19 +47,9 @@ func newStandIn(t *testing.T) standIn {
 func (s standIn) expect(t *testing.T, k kit, want []api.UsageReport, args ...string) {
 	env := preload.Env(k.lib, "", 1000, 500, s.sock)
 	env["WSCHED_LEASE_ID"], env["WSCHED_MEMORY_BYTES"] = "l-0123abcd", "1000"
-	cmd := exec.Command(k.alloc, args...)
-	cmd.Env = os.Environ()
-	for key, v := range env {
-		cmd.Env = append(cmd.Env, key+"="+v)
-	}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
-	out := bufio.NewScanner(stdout)
+	h := k.start(t, env, args...)
+	defer h.stop()
+	out := h.out
 	for i, w := range want {
 		for out.Scan() && out.Text() != "paused" {
 		}
@@ -71,14 +58,14 @@ func (s standIn) expect(t *testing.T, k kit, want []api.UsageReport, args ...str
 			if p := <-s.paths; p != "POST /v1/leases/l-0123abcd/usage" {
 				t.Errorf("report %d went to %q", i, p)
 			}
-			w.PID = cmd.Process.Pid
+			w.PID = h.cmd.Process.Pid
 			if u != w {
 				t.Errorf("report %d: %+v, want %+v", i, u, w)
 			}
 		case <-time.After(30 * time.Second): // a hang, not a timing assertion
 			t.Fatalf("no report %d while the holder is paused", i)
 		}
-		_, _ = stdin.Write([]byte("\n"))
+		_, _ = h.stdin.Write([]byte("\n"))
 	}
 }
 

@@ -57,17 +57,9 @@ static size_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned cha
 #define BYTES_2D(d) ((d) ? array_bytes((d)->Width, (d)->Height, 1, (d)->Format, (d)->NumChannels) : 0)
 #define BYTES_3D(d) ((d) ? array_bytes((d)->Width, (d)->Height, (d)->Depth, (d)->Format, (d)->NumChannels) : 0)
 
-/* COUNTED(n, call, arr) ends a create wrapper: reserve n bytes (else
- * CUDA_ERROR_OUT_OF_MEMORY), make the driver's call, and settle with the
- * array it wrote to *arr as the key (key space 2), or give n back. */
-#define COUNTED(n, call, arr)                                                                 \
-	do {                                                                                  \
-		size_t n_ = (n);                                                              \
-		if (!reserve(n_))                                                             \
-			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
-		CUresult rc_ = (call);                                                        \
-		return settle(rc_, 2, rc_ == CUDA_SUCCESS ? (unsigned long long)(uintptr_t)*(arr) : 0, n_); \
-	} while (0)
+/* COUNTED(n, call, arr) ends a create wrapper (COUNTED_IN) with the array
+ * the call wrote to *arr as the key (key space 2). */
+#define COUNTED(n, call, arr) COUNTED_IN(2, n, call, (unsigned long long)(uintptr_t)*(arr))
 
 EXPORT CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc) {
 	REAL(cuArrayCreate_v2)

@@ -37,6 +37,18 @@ int reserve(size_t n);
 CUresult settle(CUresult rc, int space, unsigned long long key, size_t n);
 void forget(int space, unsigned long long key);
 
+/* COUNTED_IN(space, n, call, key) ends an allocating wrapper: reserve n
+ * bytes (else CUDA_ERROR_OUT_OF_MEMORY), make the driver's call, and settle
+ * with key (read after the call) in key space space, or give n back. */
+#define COUNTED_IN(space, n, call, key)                                               \
+	do {                                                                          \
+		size_t n_ = (n);                                                      \
+		if (!reserve(n_))                                                     \
+			return CUDA_ERROR_OUT_OF_MEMORY;                              \
+		CUresult rc_ = (call);                                                \
+		return settle(rc_, (space), rc_ == CUDA_SUCCESS ? (key) : 0, n_);     \
+	} while (0)
+
 /* The array wrappers (arrays.c), for the cuGetProcAddress/dlsym table. */
 typedef void *CUarray;
 typedef void *CUmipmappedArray;

@@ -215,28 +215,26 @@ __attribute__((constructor)) static void setup(void) { pthread_atfork(fork_prepa
 
 /* ---- the wrapped entry points ----------------------------------------- */
 
+/* freed gives a freed key's bytes back when the driver agreed. */
+static CUresult freed(CUresult rc, int space, unsigned long long key) {
+	if (rc == CUDA_SUCCESS)
+		forget(space, key);
+	return rc;
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
 	REAL(cuMemAlloc_v2)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAlloc_v2(dptr, n);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAlloc_v2(dptr, n), *dptr);
 }
 
 EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int n) {
 	REAL(cuMemAlloc)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAlloc(dptr, n);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAlloc(dptr, n), *dptr);
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned int flags) {
 	REAL(cuMemAllocManaged)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAllocManaged(dptr, n, flags);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAllocManaged(dptr, n, flags), *dptr);
 }
 
 /* The pitch is at least the width: width × height is reserved first, then
@@ -269,84 +267,54 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsig
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) {
 	REAL(cuMemAllocAsync)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAllocAsync(dptr, n, s);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAllocAsync(dptr, n, s), *dptr);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s) {
 	REAL(cuMemAllocFromPoolAsync)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAllocFromPoolAsync(dptr, n, pool, s);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAllocFromPoolAsync(dptr, n, pool, s), *dptr);
 }
 
 /* The per-thread-default-stream variants, which cuGetProcAddress hands out
  * to code built with --default-stream per-thread. */
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) {
 	REAL(cuMemAllocAsync_ptsz)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAllocAsync_ptsz(dptr, n, s);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAllocAsync_ptsz(dptr, n, s), *dptr);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s) {
 	REAL(cuMemAllocFromPoolAsync_ptsz)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemAllocFromPoolAsync_ptsz(dptr, n, pool, s);
-	return settle(rc, 0, rc == CUDA_SUCCESS ? *dptr : 0, n);
+	COUNTED_IN(0, n, r_cuMemAllocFromPoolAsync_ptsz(dptr, n, pool, s), *dptr);
 }
 
 EXPORT CUresult cuMemCreate(CUmemHandle *handle, size_t n, const void *prop, unsigned long long flags) {
 	REAL(cuMemCreate)
-	if (!reserve(n))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult rc = r_cuMemCreate(handle, n, prop, flags);
-	return settle(rc, 1, rc == CUDA_SUCCESS ? *handle : 0, n);
+	COUNTED_IN(1, n, r_cuMemCreate(handle, n, prop, flags), *handle);
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
 	REAL(cuMemFree_v2)
-	CUresult rc = r_cuMemFree_v2(p);
-	if (rc == CUDA_SUCCESS)
-		forget(0, p);
-	return rc;
+	return freed(r_cuMemFree_v2(p), 0, p);
 }
 
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 p) {
 	REAL(cuMemFree)
-	CUresult rc = r_cuMemFree(p);
-	if (rc == CUDA_SUCCESS)
-		forget(0, p);
-	return rc;
+	return freed(r_cuMemFree(p), 0, p);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
 	REAL(cuMemFreeAsync)
-	CUresult rc = r_cuMemFreeAsync(p, s);
-	if (rc == CUDA_SUCCESS)
-		forget(0, p);
-	return rc;
+	return freed(r_cuMemFreeAsync(p, s), 0, p);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
 	REAL(cuMemFreeAsync_ptsz)
-	CUresult rc = r_cuMemFreeAsync_ptsz(p, s);
-	if (rc == CUDA_SUCCESS)
-		forget(0, p);
-	return rc;
+	return freed(r_cuMemFreeAsync_ptsz(p, s), 0, p);
 }
 
 EXPORT CUresult cuMemRelease(CUmemHandle h) {
 	REAL(cuMemRelease)
-	CUresult rc = r_cuMemRelease(h);
-	if (rc == CUDA_SUCCESS)
-		forget(1, h);
-	return rc;
+	return freed(r_cuMemRelease(h), 1, h);
 }
 
 /* cuMemGetInfo answers within the cap, so frameworks that size their caches
