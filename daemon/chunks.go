@@ -27,13 +27,7 @@ type splitter struct {
 var _ jobs.Splitter = (*splitter)(nil)
 
 // chunksDir is [jobs] spool_dir/chunks (state_dir/uploads/chunks).
-func chunksDir(cfg *config.Config) string {
-	spool := cfg.Jobs.SpoolDir
-	if spool == "" {
-		spool = filepath.Join(cfg.Daemon.StateDir, "uploads")
-	}
-	return filepath.Join(spool, "chunks")
-}
+func chunksDir(cfg *config.Config) string { return filepath.Join(cfg.Spool(), "chunks") }
 
 func (s *splitter) jobDir(id string) string { return filepath.Join(s.dir, filepath.Base(id)) }
 

@@ -147,7 +147,7 @@ func (s *MemStore) Contexts(gpu string) ([]int64, error) {
 }
 
 // Percentile is the nearest-rank p-quantile (0 < p <= 1) of xs; 0 if empty.
-func Percentile(xs []int64, p float64) int64 {
+func Percentile[T int64 | float64](xs []T, p float64) T {
 	if len(xs) == 0 {
 		return 0
 	}

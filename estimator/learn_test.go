@@ -14,7 +14,7 @@ func TestPercentile(t *testing.T) {
 			t.Errorf("p%.2f = %d, want %d", p, got, want)
 		}
 	}
-	if Percentile(nil, 0.9) != 0 {
+	if Percentile[int64](nil, 0.9) != 0 {
 		t.Error("empty")
 	}
 }

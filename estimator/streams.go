@@ -48,27 +48,16 @@ func (b Breakdown) perStream() Breakdown {
 	}
 }
 
-// scaled multiplies every component of b by n.
-func (b Breakdown) scaled(n int64) Breakdown {
+// plusTimes adds n × o to b, component by component.
+func (b Breakdown) plusTimes(o Breakdown, n int64) Breakdown {
 	return Breakdown{
-		Weights: n * b.Weights, KVSelf: n * b.KVSelf, KVCross: n * b.KVCross, KVPad: n * b.KVPad,
-		Compute: n * b.Compute, Context: n * b.Context,
-		ComputeConv: n * b.ComputeConv, ComputeEncode: n * b.ComputeEncode, ComputeCross: n * b.ComputeCross, ComputeDecode: n * b.ComputeDecode,
-		CUDAPool: n * b.CUDAPool, CUDARuntime: n * b.CUDARuntime, Transient: n * b.Transient,
-		Activations: n * b.Activations, Audio: n * b.Audio, Batch: n * b.Batch, Overhead: n * b.Overhead, Learned: n * b.Learned,
-	}
-}
-
-// plus adds o to b, component by component.
-func (b Breakdown) plus(o Breakdown) Breakdown {
-	return Breakdown{
-		Weights: b.Weights + o.Weights, KVSelf: b.KVSelf + o.KVSelf, KVCross: b.KVCross + o.KVCross, KVPad: b.KVPad + o.KVPad,
-		Compute: b.Compute + o.Compute, Context: b.Context + o.Context,
-		ComputeConv: b.ComputeConv + o.ComputeConv, ComputeEncode: b.ComputeEncode + o.ComputeEncode,
-		ComputeCross: b.ComputeCross + o.ComputeCross, ComputeDecode: b.ComputeDecode + o.ComputeDecode,
-		CUDAPool: b.CUDAPool + o.CUDAPool, CUDARuntime: b.CUDARuntime + o.CUDARuntime, Transient: b.Transient + o.Transient,
-		Activations: b.Activations + o.Activations, Audio: b.Audio + o.Audio, Batch: b.Batch + o.Batch,
-		Overhead: b.Overhead + o.Overhead, Learned: b.Learned + o.Learned,
+		Weights: b.Weights + n*o.Weights, KVSelf: b.KVSelf + n*o.KVSelf, KVCross: b.KVCross + n*o.KVCross, KVPad: b.KVPad + n*o.KVPad,
+		Compute: b.Compute + n*o.Compute, Context: b.Context + n*o.Context,
+		ComputeConv: b.ComputeConv + n*o.ComputeConv, ComputeEncode: b.ComputeEncode + n*o.ComputeEncode,
+		ComputeCross: b.ComputeCross + n*o.ComputeCross, ComputeDecode: b.ComputeDecode + n*o.ComputeDecode,
+		CUDAPool: b.CUDAPool + n*o.CUDAPool, CUDARuntime: b.CUDARuntime + n*o.CUDARuntime, Transient: b.Transient + n*o.Transient,
+		Activations: b.Activations + n*o.Activations, Audio: b.Audio + n*o.Audio, Batch: b.Batch + n*o.Batch,
+		Overhead: b.Overhead + n*o.Overhead, Learned: b.Learned + n*o.Learned,
 	}
 }
 
@@ -99,7 +88,7 @@ func applyStreams(res *Result, n int, margin float64, learned int64) {
 	}
 	extra := int64(s.Concurrency - 1)
 	if extra > 0 {
-		res.Breakdown = res.Breakdown.plus(one.scaled(extra))
+		res.Breakdown = res.Breakdown.plusTimes(one, extra)
 		res.FormulaBytes += extra * formulaPer
 		res.TotalBytes += extra * per
 		res.RecommendedBytes += ceilMul(extra*per, 1+margin)

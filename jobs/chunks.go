@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -265,7 +266,7 @@ func (s *mstate) chunkSlots(e *entry, slots *timeHeap, now time.Time) {
 		if t, ok := c.job.Timings[Processing]; ok {
 			left -= now.Sub(t.Entered).Seconds()
 		}
-		slots.Push(now.Add(seconds(max(0, left))))
+		heap.Push(slots, now.Add(seconds(max(0, left))))
 	}
 }
 

@@ -75,9 +75,25 @@ func (s *mstate) queued(e *entry) Queued {
 }
 
 // sortPending puts the pending jobs in dispatch order at the current time.
+// Each job's Queued is taken once, not per comparison (it scans the
+// learned real-time factors).
 func (s *mstate) sortPending() {
+	if len(s.pending) < 2 {
+		return // nothing to compare
+	}
 	o, now := Order{MaxReorderWait: s.m.cfg.MaxReorderWait}, s.now()
-	slices.SortStableFunc(s.pending, func(a, b *entry) int { return o.Compare(s.queued(a), s.queued(b), now) })
+	type item struct {
+		e *entry
+		q Queued
+	}
+	items := make([]item, len(s.pending))
+	for i, e := range s.pending {
+		items[i] = item{e, s.queued(e)}
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return o.Compare(a.q, b.q, now) })
+	for i, it := range items {
+		s.pending[i] = it.e
+	}
 }
 
 // learnRTF records a completed attempt's real-time factor.

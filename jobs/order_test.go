@@ -332,3 +332,30 @@ func TestLimitedProbe(t *testing.T) {
 		t.Errorf("the slot was not given back: %v", err)
 	}
 }
+
+// TestExpectedStartsWithChunksRunning: a running chunk of a chunked job and
+// a running whole job each hold a slot until their expected end; a pending
+// job starts on the slot that frees first, whichever order the table is
+// walked in (a map: run with -count).
+func TestExpectedStartsWithChunksRunning(t *testing.T) {
+	m := New(Config{MaxActive: 2}, nil, &memJobs{jobs: map[string]Job{}}, nil)
+	now := time.Unix(1_000_000, 0)
+	m.now = func() time.Time { return now }
+	s := m.st
+	running := func(id string, audio float64) *entry {
+		return &entry{running: true, job: Job{ID: id, Spec: Spec{Model: "tiny"}, State: Processing, AudioSeconds: audio,
+			Timings: map[State]Timing{Processing: {Entered: now}}}}
+	}
+	chunk := running("split-0", 10)
+	whole := running("whole", 100)
+	parent := &entry{running: true, job: Job{ID: "split", Spec: Spec{Model: "tiny"}, State: Processing, AudioSeconds: 30},
+		split: &split{units: []*entry{chunk}, running: 1}}
+	waiting := &entry{job: Job{ID: "waiting", Spec: Spec{Model: "tiny"}, State: Pending, AudioSeconds: 1}}
+	s.jobs = map[string]*entry{"whole": whole, "split": parent, "waiting": waiting}
+	s.pending, s.active = []*entry{waiting}, 2
+	got := s.expectedStarts()["waiting"]
+	if want := now.Add(seconds(s.expectedOf(chunk))); !got.Equal(want) {
+		t.Fatalf("expected start %s after now; want %s (when the chunk ends, before the whole job's %s)",
+			got.Sub(now), want.Sub(now), seconds(s.expectedOf(whole)))
+	}
+}

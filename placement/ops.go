@@ -99,10 +99,10 @@ func (s *state) resize(id string, bytes int64) (Lease, error) {
 	if delta == 0 { // no resize: no max_bytes (its peak is still one size's), commit or event
 		return l.clone(), nil
 	}
-	if err := s.admitGrowth(l, delta); delta > 0 && err != nil {
-		return Lease{}, err
-	}
 	if delta > 0 && l.GPU != CPU {
+		if err := s.admitGrowth(l, delta); err != nil {
+			return Lease{}, err
+		}
 		if err := s.fresh(); err != nil {
 			return Lease{}, err
 		}

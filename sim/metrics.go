@@ -1,20 +1,8 @@
 package sim
 
 import (
-	"math"
-	"slices"
+	"github.com/wsched/wsched/estimator"
 )
-
-// percentile is the nearest-rank p-quantile of xs (0 when empty).
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	rank := int(math.Ceil(p*float64(len(s)))) - 1
-	return s[min(max(rank, 0), len(s)-1)]
-}
 
 func (s *simulation) result() Result {
 	work, recs := s.work, s.records
@@ -35,8 +23,8 @@ func (s *simulation) result() Result {
 		}
 	}
 	r.ShortJobs, r.LongJobs = len(shortWait), len(longDone)
-	r.ShortP95WaitSeconds, r.ShortP50Wait = percentile(shortWait, 0.95), percentile(shortWait, 0.5)
-	r.LongP95CompletionSeconds, r.LongP95Wait = percentile(longDone, 0.95), percentile(longWait, 0.95)
+	r.ShortP95WaitSeconds, r.ShortP50Wait = estimator.Percentile(shortWait, 0.95), estimator.Percentile(shortWait, 0.5)
+	r.LongP95CompletionSeconds, r.LongP95Wait = estimator.Percentile(longDone, 0.95), estimator.Percentile(longWait, 0.95)
 	if span := r.MakespanSeconds; span > 0 {
 		r.StreamsPerGPUMean = s.streamSec / span / float64(s.cfg.GPUs)
 		r.StrandedBytesMean = s.strandSec / span

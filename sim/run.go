@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -293,7 +294,7 @@ func (s *simulation) place(ctx context.Context, i int) (bool, error) {
 			gpus = append(gpus, g)
 		}
 	}
-	slices.SortStableFunc(gpus, func(a, b int) int { return cmpInt64(s.avail[b], s.avail[a]) })
+	slices.SortStableFunc(gpus, func(a, b int) int { return cmp.Compare(s.avail[b], s.avail[a]) })
 	for _, g := range gpus {
 		if s.avail[g] < p.LeaseBytes(1) {
 			break
@@ -380,14 +381,4 @@ func (s *simulation) expire(ctx context.Context, e event) error {
 	in.gone = true
 	s.insts = slices.DeleteFunc(s.insts, func(x *instance) bool { return x == in })
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

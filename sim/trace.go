@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,7 +83,7 @@ func ReadTrace(r io.Reader) (Trace, error) {
 	if len(out.Jobs) == 0 {
 		return Trace{}, fmt.Errorf("trace: no jobs of known duration (%d skipped)", out.Skipped)
 	}
-	slices.SortStableFunc(out.Jobs, func(a, b Job) int { return cmpFloat(a.Arrival, b.Arrival) })
+	slices.SortStableFunc(out.Jobs, func(a, b Job) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,7 +63,7 @@ func ReadWorkload(r io.Reader) ([]Job, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("workload: no jobs")
 	}
-	slices.SortStableFunc(out, func(a, b Job) int { return cmpFloat(a.Arrival, b.Arrival) })
+	slices.SortStableFunc(out, func(a, b Job) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return out, nil
 }
 
@@ -108,16 +109,6 @@ func parsePriority(raw json.RawMessage) (placement.Priority, error) {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // MixedSpec describes the built-in mixed workload.
 type MixedSpec struct {

@@ -19,12 +19,7 @@ import (
 
 // spoolDir is where uploads wait for their jobs: [jobs] spool_dir, or
 // [daemon] state_dir/uploads.
-func (s *Server) spoolDir() string {
-	if s.cfg.Jobs.SpoolDir != "" {
-		return s.cfg.Jobs.SpoolDir
-	}
-	return filepath.Join(s.cfg.Daemon.StateDir, "uploads")
-}
+func (s *Server) spoolDir() string { return s.cfg.Spool() }
 
 func insufficientStorage(format string, args ...any) error {
 	return &httpError{status: http.StatusInsufficientStorage, code: "insufficient_storage", err: fmt.Errorf(format, args...)}

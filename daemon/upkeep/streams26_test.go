@@ -1,7 +1,6 @@
 package upkeep
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -17,12 +16,7 @@ import (
 // handled).
 func TestResizedLeaseTeachesNoPeak(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if err := r.u.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	go r.u.Run(ctx)
+	ctx, _ := r.start(t)
 	key := estimator.Key{Backend: estimator.WhisperCpp, Model: "tiny", Precision: "f16", Beam: 1, Batch: 1}
 	run := func(pid int, used int64, resize bool) {
 		l, err := r.eng.Acquire(ctx, placement.Request{Bytes: 4 * GiB, Holder: placement.Holder{PID: pid}, EstimateKey: &key})

@@ -83,6 +83,19 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// start recovers the rig's upkeep and runs it until the test ends (or the
+// returned cancel is called).
+func (r *rig) start(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	if err := r.u.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go r.u.Run(ctx)
+	return ctx, cancel
+}
+
 // TestTickAttributesChildren: a GPU process started by a lease's holder is
 // counted against the lease by the next reading, persisted in one commit.
 func TestTickAttributesChildren(t *testing.T) {
@@ -132,12 +145,7 @@ func TestTickAttributesChildren(t *testing.T) {
 func TestLearnsPeakOfEndedLease(t *testing.T) {
 	r := newRig(t)
 	r.sim.SetDriver("550.54.15") // learned under the driver's major version
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if err := r.u.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	go r.u.Run(ctx)
+	ctx, _ := r.start(t)
 	key := estimator.Key{Backend: estimator.WhisperCpp, Model: "medium", Precision: "f16", Beam: 1, Batch: 1}
 	self := placement.Holder{PID: 1}
 	l, err := r.eng.Acquire(ctx, placement.Request{Bytes: 4 * GiB, Holder: self, EstimateKey: &key})
@@ -171,12 +179,7 @@ func TestLearnsPeakOfEndedLease(t *testing.T) {
 // the lease released right after teaches it.
 func TestSampleLearnsPostJobPeak(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if err := r.u.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	go r.u.Run(ctx)
+	ctx, cancel := r.start(t)
 	key := estimator.Key{Backend: estimator.WhisperCpp, Model: "tiny", Precision: "f16", Beam: 5, Batch: 1}
 	l, err := r.eng.Acquire(ctx, placement.Request{Bytes: 2 * GiB, Holder: placement.Holder{PID: 1}, EstimateKey: &key})
 	if err != nil {
@@ -222,12 +225,7 @@ func TestSampleLearnsPostJobPeak(t *testing.T) {
 // context, teaches nothing.
 func TestSampleStartLearnsContext(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if err := r.u.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	go r.u.Run(ctx)
+	ctx, _ := r.start(t)
 	key := estimator.ContextKey("Sim GPU", r.eng.View().Driver)
 	for i, used := range []int64{4 * estimator.MiB, 3 * GiB, 536 * estimator.MiB} {
 		pid := 100 + i

@@ -257,6 +257,15 @@ func (c *Config) resolvePaths(opts Options) {
 	}
 }
 
+// Spool is where uploads wait for their jobs: [jobs] spool_dir, or
+// [daemon] state_dir/uploads.
+func (c *Config) Spool() string {
+	if c.Jobs.SpoolDir != "" {
+		return c.Jobs.SpoolDir
+	}
+	return filepath.Join(c.Daemon.StateDir, "uploads")
+}
+
 // DefaultSocket is the socket path for root (/run/wsched/wsched.sock) or
 // another user ($XDG_RUNTIME_DIR/wsched.sock, /tmp/wsched-UID.sock without
 // XDG_RUNTIME_DIR).

@@ -54,13 +54,7 @@ func (h *Host) crashed(ctx context.Context, w *worker, p *process, during string
 // with the process returns its error only once the instance serves again.
 func (h *Host) awaitRestart(ctx context.Context, w *worker) {
 	for w.state == StateRestarting && ctx.Err() == nil {
-		changed := h.changed
-		h.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-		}
-		h.mu.Lock()
+		h.awaitChange(ctx)
 	}
 }
 

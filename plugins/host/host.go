@@ -163,6 +163,18 @@ func (h *Host) broadcast() {
 	h.changed = make(chan struct{})
 }
 
+// awaitChange waits, with h.mu held (released while waiting), for the next
+// broadcast or the end of ctx.
+func (h *Host) awaitChange(ctx context.Context) {
+	changed := h.changed
+	h.mu.Unlock()
+	select {
+	case <-changed:
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+}
+
 // maintain does what is due and returns the time until the next deadline.
 func (h *Host) maintain(ctx context.Context) time.Duration {
 	now := time.Now()

@@ -175,13 +175,7 @@ func (h *Host) awaitForming(ctx context.Context, k key, spec Spec) (waited bool,
 	if f.joiners < f.starters*(spec.MaxStreams-1) {
 		f.joiners++
 		h.forming[k] = f
-		changed := h.changed
-		h.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-		}
-		h.mu.Lock()
+		h.awaitChange(ctx)
 		f = h.forming[k]
 		f.joiners--
 		h.setForming(k, f)
